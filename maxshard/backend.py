@@ -1,0 +1,94 @@
+"""The one interface every solver backend implements, and their discovery.
+
+A backend is any object with a ``name``, ``capabilities`` and a ``solve``
+method. It receives the reduced :class:`~maxshard.model.Model`, a monotonic
+``deadline`` (``time.monotonic()`` seconds) it must respect itself, the best
+known model solution (or None), and a ``report`` callback to hand over each
+improving solution as soon as it has one (anytime backends). It returns a
+:class:`Result`. Backends never print to stdout.
+
+Backends register under the entry-point group ``maxshard.backends``; the
+built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
+third-party plugin would::
+
+    [project.entry-points."maxshard.backends"]
+    mybackend = "my_package.module:MyBackend"
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .model import Model
+
+GROUP = "maxshard.backends"
+
+
+class Status(enum.Enum):
+    OPTIMAL = "optimal"  # solution proven optimal
+    FEASIBLE = "feasible"  # solution found, optimality unknown
+    INFEASIBLE = "infeasible"  # proven: no solution fits in memory
+    UNKNOWN = "unknown"  # nothing found in time
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    exact: bool  # can prove optimality
+    anytime: bool  # reports improving solutions while it runs
+    memory: bool  # enforces the memory limit exactly
+    lower_bound: bool  # can prove a lower bound
+
+
+@dataclass
+class Result:
+    status: Status
+    solution: np.ndarray | None = None  # model solution
+    lower_bound: int | None = None  # proven bound on the model cost
+
+
+Report = Callable[[np.ndarray], None]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+    capabilities: Capabilities
+
+    def solve(
+        self,
+        model: Model,
+        deadline: float,
+        incumbent: np.ndarray | None,
+        report: Report,
+        seed: int = 0,
+    ) -> Result: ...
+
+
+class BackendError(Exception):
+    """A backend that cannot be loaded or used."""
+
+
+def available() -> dict[str, object]:
+    """Registered backend entry points by name (not yet imported)."""
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def load(name: str) -> Backend:
+    """Import and instantiate backend ``name``; BackendError says why not."""
+    eps = available()
+    if name not in eps:
+        known = ", ".join(sorted(eps)) or "none"
+        raise BackendError(f"unknown backend {name!r} (known: {known})")
+    try:
+        backend = eps[name].load()()
+    except Exception as exc:  # a broken plugin must never take the solver down
+        raise BackendError(f"backend {name!r} failed to load: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(backend, Backend):
+        raise BackendError(f"backend {name!r} does not implement the Backend interface")
+    return backend

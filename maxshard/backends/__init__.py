@@ -1,0 +1,1 @@
+"""Built-in solver backends; each registers under the ``maxshard.backends`` entry point."""

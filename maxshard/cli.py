@@ -1,0 +1,259 @@
+"""Command-line interface: ``maxshard`` (solve, evaluate, info, ...) and ``iopddl``.
+
+``iopddl PROBLEM TIMEOUT`` is the contest contract: progress lines start with
+``#`` and the last line printed is the solution ``[s0, s1, ...]`` (``[]`` when
+the instance has none), printed before the timeout, also on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import typer
+
+from . import __version__
+from .evaluate import evaluate
+from .instance import FORBIDDEN, Instance
+from .orchestrate import Best, kill_workers, solve
+from .output import Progress, solution_line, write_line
+from .reader import InputError, read_bytes, read_instance
+
+app = typer.Typer(
+    help="maxshard: solve the IOPDDL auto-sharding problem (ASPLOS/EuroSys 2025 contest).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit code 2."""
+
+
+class Interrupted(Exception):
+    """A signal or the hard deadline stopped the solve."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _guard(deadline: float) -> None:
+    """Turn SIGTERM, SIGINT and the deadline alarm into :class:`Interrupted`."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
+        signal.signal(sig, _interrupt)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic() + 0.05))
+
+
+def _unguard() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def run_solve(
+    problem: Path, timeout: float, log: Progress, plan: list[str] | None, seed: int
+) -> tuple[Instance | None, Best | None, float]:
+    """Read and solve under the deadline; always returns what it has by then."""
+    from .clock import deadline_for
+
+    if not timeout > 0:
+        raise UsageError(f"timeout must be a positive number of seconds, got {timeout}")
+    start = time.monotonic()
+    deadline = deadline_for(timeout)
+    inst, best = None, None
+    _guard(deadline)
+    try:
+        inst = read_instance(problem)
+        best = Best(inst, log)
+        solve(inst, deadline, log, plan, seed, best)
+    except Interrupted as exc:
+        log(f"stopped by {exc}")
+    finally:
+        _unguard()
+        kill_workers()
+        log.close()
+    return inst, best, time.monotonic() - start
+
+
+def _fail(message: str) -> None:
+    write_line(sys.stderr.fileno(), f"error: {message}")
+    raise typer.Exit(2)
+
+
+@app.command("solve")
+def solve_cmd(
+    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    timeout: Annotated[float, typer.Argument(help="Time budget in seconds.")] = 10.0,
+    out: Annotated[Path | None, typer.Option(help="Write a JSON result here.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same search).")] = 0,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option("--backend", "-b", help="Backend to run (repeatable, in order)."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+) -> None:
+    """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout."""
+    log = Progress(sys.stderr.fileno(), quiet)
+    try:
+        inst, best, elapsed = run_solve(problem, timeout, log, backend, seed)
+    except (InputError, UsageError) as exc:
+        _fail(str(exc))
+    sol = best.solution if best and best.status != "infeasible" else None
+    write_line(sys.stdout.fileno(), solution_line(sol))
+    if out is not None:
+        ev = best.evaluation if best else None
+        result = {
+            "problem": str(problem),
+            "status": best.status if best else "unknown",
+            "solution": None if sol is None else [int(s) for s in sol],
+            "cost": ev.cost if ev else None,
+            "forbidden_picks": ev.forbidden if ev else None,
+            "peak_usage": ev.peak if ev else None,
+            "usage_limit": inst.usage_limit if inst else None,
+            "lower_bound": best.lower_bound if best else None,
+            "gap": best.gap() if best else None,
+            "method": best.method if best else None,
+            "seed": seed,
+            "time_s": round(elapsed, 3),
+        }
+        out.write_bytes(msgspec.json.format(msgspec.json.encode(result)))
+
+
+def _parse_solution(text: str) -> list[int]:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise UsageError("the solution is empty")
+    try:
+        values = msgspec.json.decode(lines[-1], type=list[int])
+    except msgspec.MsgspecError:
+        raise UsageError(
+            f"the solution's last line is not a list of integers: {lines[-1][:60]!r}"
+        ) from None
+    return values
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    solution: Annotated[
+        str,
+        typer.Argument(help="Solution file (its last line is used) or a literal list '[0, 1]'."),
+    ],
+) -> None:
+    """Evaluate a solution exactly: cost, memory feasibility, forbidden picks.
+
+    Exit code 0 when the contest evaluator would accept it, 1 when memory is exceeded.
+    """
+    try:
+        inst = read_instance(problem)
+        text = solution if solution.lstrip().startswith("[") else read_bytes(solution).decode()
+        ev = evaluate(inst, _parse_solution(text))
+    except (InputError, UsageError, ValueError) as exc:
+        _fail(str(exc))
+    limit = "none" if ev.usage_limit is None else str(ev.usage_limit)
+    typer.echo(f"cost: {ev.cost}")
+    typer.echo(f"feasible: {'yes' if ev.feasible else 'no'}")
+    typer.echo(f"peak usage: {ev.peak} (limit {limit})")
+    if ev.first_violation is not None:
+        typer.echo(f"first time over the limit: {ev.first_violation}")
+    typer.echo(f"forbidden picks: {ev.forbidden}")
+    raise typer.Exit(0 if ev.feasible else 1)
+
+
+@app.command("info")
+def info_cmd(
+    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    reduce: Annotated[
+        bool, typer.Option("--reduce", help="Also run presolve, pass by pass.")
+    ] = False,
+) -> None:
+    """Describe an instance: sizes, forbidden costs, memory tightness, presolve effect."""
+    from .orchestrate import all_min_usage
+
+    try:
+        inst = read_instance(problem)
+    except InputError as exc:
+        _fail(str(exc))
+    ns = inst.n_strategies
+    live = inst.lo < inst.hi
+    min_peak = evaluate(inst, all_min_usage(inst)).peak
+    limit = inst.usage_limit
+    typer.echo(f"name: {inst.name or '-'}")
+    single, dead = int((ns == 1).sum()), int((~live).sum())
+    typer.echo(f"nodes: {inst.n} ({single} with one strategy, {dead} never live)")
+    per = f"per node {ns.min()}..{ns.max()}, mean {ns.mean():.1f}"
+    typer.echo(f"strategies: {int(ns.sum())} ({per})")
+    typer.echo(f"edges: {inst.m} ({len(inst.edge_cost)} table entries)")
+    typer.echo(
+        f"forbidden (10^18) costs: {int((inst.cost >= FORBIDDEN).sum())} node, "
+        f"{int((inst.edge_cost >= FORBIDDEN).sum())} edge entries"
+    )
+    span = f"{inst.lo[live].min()}..{inst.hi[live].max()}" if live.any() else "-"
+    typer.echo(f"time span: {span}")
+    if limit is None:
+        typer.echo(f"usage limit: none (min-usage peak {min_peak})")
+    else:
+        ratio = limit / max(min_peak, 1)
+        typer.echo(f"usage limit: {limit} (min-usage peak {min_peak}, limit/peak {ratio:.3f})")
+    if reduce:
+        from .reduce import Infeasible
+        from .reduce import reduce as presolve
+
+        cols = ["variables", "edges", "values", "table entries", "time points", "memory terms"]
+        typer.echo("\n| pass | " + " | ".join(cols) + " | seconds |")
+        typer.echo("|---" * (len(cols) + 2) + "|")
+
+        def row(name: str, stats: dict[str, int], seconds: float) -> None:
+            typer.echo(
+                f"| {name} | " + " | ".join(str(stats[c]) for c in cols) + f" | {seconds:.2f} |"
+            )
+
+        start = time.perf_counter()
+        try:
+            presolve(inst, row)
+        except Infeasible as exc:
+            typer.echo(f"infeasible: {exc}")
+        typer.echo(f"presolve total: {time.perf_counter() - start:.2f} s")
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+iopddl_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@iopddl_app.command()
+def iopddl_cmd(
+    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    timeout: Annotated[float, typer.Argument(help="Time limit in seconds.")],
+) -> None:
+    """Contest interface: solve PROBLEM within TIMEOUT seconds; the last line is the solution."""
+    log = Progress(sys.stdout.fileno())
+    log.live = False  # contest harnesses read stdout as plain lines
+    try:
+        _, best, _ = run_solve(problem, timeout, log, None, 0)
+    except (InputError, UsageError) as exc:
+        _fail(str(exc))
+    sol = best.solution if best and best.status != "infeasible" else None
+    write_line(sys.stdout.fileno(), solution_line(sol))
+
+
+def main() -> None:
+    app()
+
+
+def iopddl_main() -> None:
+    iopddl_app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Run backends under a deadline and keep the best verified solution.
+
+Each backend runs in a forked worker process: a backend that hangs, crashes or
+ignores its deadline is killed, and whatever it reported before stays. The
+parent re-costs every reported solution with the exact evaluator on the full
+instance, so only solutions that the contest would accept are ever kept.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from . import backend as backends
+from .evaluate import Evaluation, evaluate
+from .instance import Instance
+from .model import Model
+
+Log = Callable[[str], None]
+
+#: Workers stop this long before the deadline so their last report arrives in time.
+WORKER_MARGIN = 0.15
+
+
+@dataclass
+class Best:
+    """The best evaluator-checked solution seen so far."""
+
+    inst: Instance
+    log: Log
+    start: float = field(default_factory=time.monotonic)
+    solution: np.ndarray | None = None
+    model_x: np.ndarray | None = None
+    evaluation: Evaluation | None = None
+    method: str = ""
+    lower_bound: int | None = None
+    status: str = "unknown"
+
+    def offer(self, solution: np.ndarray, method: str, model_x: np.ndarray | None = None) -> bool:
+        ev = evaluate(self.inst, solution)
+        if not ev.feasible:
+            return False
+        key = (ev.forbidden > 0, ev.cost)
+        if self.evaluation is not None and key >= (
+            self.evaluation.forbidden > 0,
+            self.evaluation.cost,
+        ):
+            return False
+        self.solution, self.evaluation, self.method, self.model_x = solution, ev, method, model_x
+        self.status = "feasible"
+        self.log(self.describe())
+        return True
+
+    def bound(self, value: int, method: str) -> None:
+        if self.lower_bound is None or value > self.lower_bound:
+            self.lower_bound = value
+            if self.evaluation is not None:
+                self.log(self.describe(f"bound by {method}"))
+
+    def gap(self) -> float | None:
+        if self.evaluation is None or self.lower_bound is None or not self.evaluation.cost:
+            return None
+        return max(0.0, (self.evaluation.cost - self.lower_bound) / self.evaluation.cost)
+
+    def describe(self, event: str = "") -> str:
+        ev = self.evaluation
+        assert ev is not None
+        parts = [f"Found solution with cost {ev.cost}"]
+        if ev.forbidden:
+            parts.append(f"({ev.forbidden} forbidden picks)")
+        if self.lower_bound is not None:
+            parts.append(f"bound {self.lower_bound} gap {100 * (self.gap() or 0.0):.3f}%")
+        parts.append(f"by {self.method} at {time.monotonic() - self.start:.1f}s")
+        if event:
+            parts.append(f"[{event}]")
+        return " ".join(parts)
+
+
+@dataclass
+class Job:
+    name: str
+    seed: int
+    process: mp.process.BaseProcess
+    conn: Connection
+
+
+_LIVE: list[Job] = []  # workers to kill if the parent is interrupted
+
+
+def kill_workers() -> None:
+    for job in _LIVE:
+        if job.process.is_alive():
+            job.process.kill()
+    for job in _LIVE:
+        job.process.join(timeout=1)
+    _LIVE.clear()
+
+
+def _worker(name: str, model: Model, deadline: float, incumbent, seed: int, conn) -> None:
+    try:
+        backend = backends.load(name)
+        result = backend.solve(
+            model, deadline, incumbent, lambda x: conn.send(("solution", x)), seed
+        )
+        conn.send(("done", result.status.value, result.solution, result.lower_bound))
+    except BaseException as exc:  # reported to the parent, which keeps going
+        detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        conn.send(("error", detail))
+    finally:
+        conn.close()
+
+
+def _start(name: str, seed: int, model: Model, deadline: float, best: Best) -> Job:
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_worker,
+        args=(name, model, deadline - WORKER_MARGIN, best.model_x, seed, child),
+        daemon=True,
+    )
+    proc.start()
+    child.close()
+    job = Job(name, seed, proc, parent)
+    _LIVE.append(job)
+    return job
+
+
+def run_backends(
+    model: Model,
+    best: Best,
+    plan: list[str],
+    deadline: float,
+    seed: int = 0,
+    workers: int | None = None,
+) -> dict[str, str]:
+    """Run the backends of ``plan`` (up to ``workers`` at a time) until the deadline.
+
+    Returns each backend's final status (or its error). Stops early when a
+    backend proves optimality or infeasibility.
+    """
+    workers = workers or max(1, min(2, os.cpu_count() or 1))
+    queue = list(enumerate(plan))
+    running: list[Job] = []
+    outcome: dict[str, str] = {}
+    finished = False
+    try:
+        while (queue or running) and not finished:
+            while queue and len(running) < workers and time.monotonic() < deadline:
+                k, name = queue.pop(0)
+                running.append(_start(name, seed + k, model, deadline, best))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not running:
+                break
+            for conn in wait([j.conn for j in running], timeout=remaining):
+                job = next(j for j in running if j.conn is conn)
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    outcome.setdefault(job.name, "crashed")
+                    running.remove(job)
+                    continue
+                if msg[0] == "solution":
+                    best.offer(model.reconstruct(msg[1]), job.name, msg[1])
+                elif msg[0] == "error":
+                    outcome[job.name] = f"error: {msg[1]}"
+                    best.log(f"backend {job.name} failed: {msg[1]}")
+                else:
+                    _, status, x, bound = msg
+                    outcome[job.name] = status
+                    if x is not None:
+                        best.offer(model.reconstruct(x), job.name, x)
+                    if bound is not None:
+                        best.bound(bound, job.name)
+                    if status == "optimal" and best.evaluation is not None:
+                        best.status, finished = "optimal", True
+                    elif status == "infeasible":
+                        best.status, finished = "infeasible", True
+    finally:
+        for job in running:
+            outcome.setdefault(job.name, "stopped at deadline")
+        kill_workers()
+    return outcome
+
+
+def all_min_usage(inst: Instance) -> np.ndarray:
+    """The per-node minimum-usage strategy: in the limit whenever anything is."""
+    seg = np.repeat(np.arange(inst.n), inst.n_strategies)
+    order = np.lexsort((inst.cost, inst.usage, seg))
+    return order[inst.strat_off[:-1]] - inst.strat_off[:-1]
+
+
+def default_plan(model: Model) -> list[str]:
+    """Backends to run when the user names none: two local searches, one per core."""
+    return ["local", "local"]
+
+
+def solve(
+    inst: Instance,
+    deadline: float,
+    log: Log,
+    plan: list[str] | None = None,
+    seed: int = 0,
+    best: Best | None = None,
+) -> Best:
+    """Presolve, run the backends until ``deadline``, return the best verified solution.
+
+    Pass ``best`` to keep access to the incumbent if this call is interrupted.
+    """
+    from .reduce import Infeasible, reduce
+
+    best = best or Best(inst, log)
+    best.offer(all_min_usage(inst), "min-usage start")
+    try:
+        model = reduce(inst)
+    except Infeasible as exc:
+        best.status = "infeasible"
+        log(f"infeasible: {exc}")
+        return best
+    log("presolve: " + ", ".join(f"{v} {k}" for k, v in model.stats().items()))
+    x = model.min_usage_solution()
+    if model.fits(x):
+        best.offer(model.reconstruct(x), "presolve start", x)
+    run_backends(model, best, plan or default_plan(model), deadline, seed)
+    return best

@@ -1,0 +1,363 @@
+"""Presolve: shrink an instance into a :class:`~maxshard.model.Model`.
+
+The passes work on :class:`Work`, an editable per-variable form, and run to a
+fixpoint; :meth:`Work.to_model` then packs the result into flat arrays. Every
+pass keeps this invariant: for every solution ``x`` of the reduced model with
+no forbidden pick, ``evaluate(reconstruct(x)).cost == model.cost(x)``, and the
+best clean solution of the original survives.
+
+Passes
+------
+* time compression (in :func:`~maxshard.model.kept_points`): memory is checked
+  only where the live set is maximal;
+* parallel, reversed and self edges are merged on reading (costs add);
+* ``normalize_memory``: each term's minimum usage moves into the fixed load;
+* ``prune_memory``: values whose extra usage cannot fit over the fixed load;
+* ``prune_forbidden``: arc consistency on forbidden (10^18) costs;
+* ``fold_fixed``: single-value variables become constants;
+* ``merge_functional``: where an edge's allowed pairs make ``v`` a function of
+  ``u``, ``v`` is folded into ``u`` (its costs, edges and memory terms move);
+* ``fold_separable``: tables that are a sum of a row and a column term become
+  unary costs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from .instance import FORBIDDEN, Instance
+from .model import Model, kept_points, saturate
+
+
+class Infeasible(Exception):
+    """No assignment satisfies the memory limit."""
+
+
+class NoCleanSolution(Exception):
+    """Every assignment picks a forbidden cost."""
+
+
+class Work:
+    """Editable model: lists of per-variable arrays and a dict of edge tables."""
+
+    def __init__(self, inst: Instance) -> None:
+        n = inst.n
+        off = inst.strat_off
+        self.unary = [saturate(inst.cost[off[i] : off[i + 1]]) for i in range(n)]
+        self.alive = [True] * n
+        self.nbrs: list[set[int]] = [set() for _ in range(n)]
+        self.tables: dict[tuple[int, int], np.ndarray] = {}
+        for e in range(inst.m):
+            self.add_table(int(inst.edge_u[e]), int(inst.edge_v[e]), saturate(inst.edge_table(e)))
+
+        self.point_time = kept_points(inst)
+        self.base = np.zeros(len(self.point_time), dtype=np.int64)
+        self.limit = inst.usage_limit
+        lo = np.searchsorted(self.point_time, inst.lo)
+        hi = np.searchsorted(self.point_time, inst.hi)
+        self.terms: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in range(n)]
+        for i in np.flatnonzero(lo < hi):
+            self.terms[i].append((int(lo[i]), int(hi[i]), inst.usage[off[i] : off[i + 1]].copy()))
+
+        self.offset = 0
+        self.nodes_of: list[list[int]] = [[i] for i in range(n)]
+        self.node_map: list[np.ndarray | None] = [np.arange(off[i + 1] - off[i]) for i in range(n)]
+        self.node_fixed = np.full(n, -1, dtype=np.int64)
+
+    # --- primitive edits -------------------------------------------------
+    def table(self, u: int, v: int) -> np.ndarray:
+        """Table of edge (u, v) with rows indexed by u's values."""
+        return self.tables[(u, v)] if u < v else self.tables[(v, u)].T
+
+    def add_table(self, u: int, v: int, t: np.ndarray) -> None:
+        if u == v:
+            self.unary[u] = saturate(self.unary[u] + np.diagonal(t))
+            return
+        if u > v:
+            u, v, t = v, u, t.T
+        key = (u, v)
+        self.tables[key] = saturate(self.tables[key] + t) if key in self.tables else np.array(t)
+        self.nbrs[u].add(v)
+        self.nbrs[v].add(u)
+
+    def drop_edge(self, u: int, v: int) -> None:
+        del self.tables[(min(u, v), max(u, v))]
+        self.nbrs[u].discard(v)
+        self.nbrs[v].discard(u)
+
+    def restrict(self, v: int, keep: np.ndarray) -> None:
+        """Keep only the values of ``v`` where ``keep`` is true."""
+        self.unary[v] = self.unary[v][keep]
+        for w in self.nbrs[v]:
+            key = (min(v, w), max(v, w))
+            self.tables[key] = self.tables[key][keep] if v < w else self.tables[key][:, keep]
+        self.terms[v] = [(lo, hi, u[keep]) for lo, hi, u in self.terms[v]]
+        for i in self.nodes_of[v]:
+            self.node_map[i] = self.node_map[i][keep]
+
+    def fold(self, v: int, u: int, f: np.ndarray) -> None:
+        """Remove ``v``, whose value is ``f[value of u]``, folding it into ``u``."""
+        self.unary[u] = saturate(self.unary[u] + self.unary[v][f])
+        for w in list(self.nbrs[v]):
+            t = self.table(v, w)[f]  # rows: values of u
+            self.drop_edge(v, w)
+            self.add_table(u, w, t)
+        self.terms[u].extend((lo, hi, use[f]) for lo, hi, use in self.terms[v])
+        for i in self.nodes_of[v]:
+            self.node_map[i] = self.node_map[i][f]
+        self.nodes_of[u].extend(self.nodes_of[v])
+        self._kill(v)
+
+    def fix(self, v: int) -> None:
+        """Remove single-value variable ``v``: its costs become constants."""
+        self.offset += int(self.unary[v][0])
+        for w in list(self.nbrs[v]):
+            row = self.table(v, w)[0]
+            self.drop_edge(v, w)
+            self.unary[w] = saturate(self.unary[w] + row)
+        for lo, hi, use in self.terms[v]:
+            self.base[lo:hi] += use[0]
+        for i in self.nodes_of[v]:
+            self.node_fixed[i] = self.node_map[i][0]
+            self.node_map[i] = None
+        self._kill(v)
+
+    def _kill(self, v: int) -> None:
+        self.alive[v] = False
+        self.terms[v] = []
+        self.nodes_of[v] = []
+        self.unary[v] = self.unary[v][:0]
+
+    def live_vars(self) -> list[int]:
+        return [v for v, a in enumerate(self.alive) if a]
+
+    # --- passes ----------------------------------------------------------
+    def normalize_memory(self) -> int:
+        """Move each term's minimum usage into the fixed load; drop constant terms."""
+        diff = np.zeros(len(self.base) + 1, dtype=np.int64)
+        changed = 0
+        for v in self.live_vars():
+            kept = []
+            for lo, hi, use in self.terms[v]:
+                low = int(use.min())
+                if low:
+                    diff[lo] += low
+                    diff[hi] -= low
+                    use = use - low
+                    changed += 1
+                if use.any():
+                    kept.append((lo, hi, use))
+            changed += len(self.terms[v]) - len(kept)
+            self.terms[v] = kept
+        self.base += np.cumsum(diff[:-1])
+        if self.limit is not None and len(self.base) and self.base.max() > self.limit:
+            t = int(self.point_time[int(self.base.argmax())])
+            raise Infeasible(f"the minimum possible usage exceeds the limit at time {t}")
+        return changed
+
+    def prune_memory(self) -> int:
+        """Drop values whose extra usage exceeds the slack over the fixed load."""
+        if self.limit is None or not len(self.base):
+            return 0
+        slack = self.limit - self.base
+        removed = 0
+        for v in self.live_vars():
+            keep = np.ones(len(self.unary[v]), dtype=bool)
+            for lo, hi, use in self.terms[v]:
+                keep &= use <= slack[lo:hi].min()
+            if not keep.all():
+                removed += int((~keep).sum())
+                self.restrict(v, keep)
+        return removed
+
+    def prune_forbidden(self) -> int:
+        """Arc consistency: drop values that force a forbidden cost."""
+        removed = 0
+        for v in self.live_vars():
+            keep = self.unary[v] < FORBIDDEN
+            if not keep.all():
+                if not keep.any():
+                    raise NoCleanSolution(f"every value of node {self.nodes_of[v][0]} is forbidden")
+                removed += int((~keep).sum())
+                self.restrict(v, keep)
+        queue = set(self.live_vars())
+        while queue:
+            v = queue.pop()
+            keep = np.ones(len(self.unary[v]), dtype=bool)
+            for w in self.nbrs[v]:
+                keep &= (self.table(v, w) < FORBIDDEN).any(axis=1)
+            if keep.all():
+                continue
+            if not keep.any():
+                raise NoCleanSolution(
+                    f"node {self.nodes_of[v][0]} has no value without a forbidden cost"
+                )
+            removed += int((~keep).sum())
+            self.restrict(v, keep)
+            queue |= self.nbrs[v]
+        return removed
+
+    def fold_fixed(self) -> int:
+        fixed = [v for v in self.live_vars() if len(self.unary[v]) == 1]
+        for v in fixed:
+            self.fix(v)
+        return len(fixed)
+
+    def merge_functional(self) -> int:
+        merged = 0
+        for u, v in list(self.tables):
+            if (u, v) not in self.tables:
+                continue
+            allowed = self.tables[(u, v)] < FORBIDDEN
+            if (allowed.sum(axis=1) == 1).all():
+                self.fold(v, u, allowed.argmax(axis=1))
+            elif (allowed.sum(axis=0) == 1).all():
+                self.fold(u, v, allowed.argmax(axis=0))
+            else:
+                continue
+            merged += 1
+        return merged
+
+    def fold_separable(self) -> int:
+        """Fold tables of the form row[a] + col[b] (all-zero ones included) into unaries."""
+        folded = 0
+        for (u, v), t in list(self.tables.items()):
+            if t.max() >= FORBIDDEN:
+                continue
+            row, col = t[:, 0], t[0, :] - t[0, 0]
+            if np.array_equal(t, row[:, None] + col[None, :]):
+                self.unary[u] = saturate(self.unary[u] + row)
+                self.unary[v] = saturate(self.unary[v] + col)
+                self.drop_edge(u, v)
+                folded += 1
+        return folded
+
+    # --- packing -----------------------------------------------------------
+    def stats(self) -> dict[str, int]:
+        live = self.live_vars()
+        return {
+            "variables": len(live),
+            "edges": len(self.tables),
+            "values": sum(len(self.unary[v]) for v in live),
+            "table entries": sum(t.size for t in self.tables.values()),
+            "time points": len(self.base),
+            "memory terms": sum(len(self.terms[v]) for v in live),
+        }
+
+    def to_model(self) -> Model:
+        live = self.live_vars()
+        index = np.full(len(self.alive), -1, dtype=np.int64)
+        index[live] = np.arange(len(live))
+        dom = np.array([len(self.unary[v]) for v in live], dtype=np.int64)
+        keys = sorted(self.tables, key=lambda k: (index[k[0]], index[k[1]]))
+        tables = [self.tables[k] for k in keys]
+        terms = [(index[v], lo, hi, use) for v in live for lo, hi, use in _profile(self.terms[v])]
+        n = len(self.node_fixed)
+        node_var = np.full(n, -1, dtype=np.int64)
+        maps = []
+        for v in live:
+            node_var[self.nodes_of[v]] = index[v]
+        for i in range(n):
+            maps.append(self.node_map[i] if node_var[i] >= 0 else np.zeros(0, dtype=np.int64))
+        return Model(
+            dom_off=_offsets(dom),
+            unary=_concat([self.unary[v] for v in live]),
+            edge_u=np.array([index[k[0]] for k in keys], dtype=np.int64),
+            edge_v=np.array([index[k[1]] for k in keys], dtype=np.int64),
+            edge_off=_offsets(np.array([t.size for t in tables], dtype=np.int64)),
+            edge_cost=_concat([t.ravel() for t in tables]),
+            point_time=self.point_time,
+            base=self.base.copy(),
+            limit=self.limit,
+            term_var=np.array([t[0] for t in terms], dtype=np.int64),
+            term_lo=np.array([t[1] for t in terms], dtype=np.int64),
+            term_hi=np.array([t[2] for t in terms], dtype=np.int64),
+            term_off=_offsets(np.array([len(t[3]) for t in terms], dtype=np.int64)),
+            term_usage=_concat([t[3] for t in terms]),
+            offset=self.offset,
+            node_var=node_var,
+            node_fixed=self.node_fixed.copy(),
+            map_off=_offsets(np.array([len(a) for a in maps], dtype=np.int64)),
+            node_map=_concat(maps),
+        )
+
+
+def _profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
+    """One variable's terms as non-overlapping ranges, so each point counts a value once."""
+    if len(terms) <= 1:
+        return terms
+    cuts = sorted({c for lo, hi, _ in terms for c in (lo, hi)})
+    pos = {c: i for i, c in enumerate(cuts)}
+    diff = np.zeros((len(cuts), len(terms[0][2])), dtype=np.int64)
+    for lo, hi, use in terms:
+        diff[pos[lo]] += use
+        diff[pos[hi]] -= use
+    level = np.cumsum(diff, axis=0)
+    out: list[tuple[int, int, np.ndarray]] = []
+    for i in range(len(cuts) - 1):
+        if not level[i].any():
+            continue
+        if out and out[-1][1] == cuts[i] and np.array_equal(out[-1][2], level[i]):
+            out[-1] = (out[-1][0], cuts[i + 1], level[i])
+        else:
+            out.append((cuts[i], cuts[i + 1], level[i]))
+    return out
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    return off
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, dtype=np.int64)
+
+
+PassLog = Callable[[str, dict[str, int], float], None]
+
+#: The passes in the order they are repeated until none changes anything.
+CLEAN_PASSES = ("prune_forbidden", "merge_functional")
+PASSES = (
+    "normalize_memory",
+    "prune_memory",
+    "prune_forbidden",
+    "fold_fixed",
+    "merge_functional",
+    "fold_separable",
+)
+
+
+def reduce(inst: Instance, log: PassLog | None = None, max_rounds: int = 200) -> Model:
+    """Presolve ``inst``; ``log(pass, stats, seconds)`` is called after every pass.
+
+    Raises :class:`Infeasible` when no assignment fits in memory. If no
+    assignment avoids forbidden costs, the passes that assume one exists are
+    skipped and the model keeps the forbidden values.
+    """
+    try:
+        return _run(inst, PASSES, log, max_rounds)
+    except NoCleanSolution:
+        plain = tuple(p for p in PASSES if p not in CLEAN_PASSES)
+        return _run(inst, plain, log, max_rounds)
+
+
+def _run(inst: Instance, passes: tuple[str, ...], log: PassLog | None, max_rounds: int) -> Model:
+    start = time.perf_counter()
+    work = Work(inst)
+    if log:
+        log("read", work.stats(), time.perf_counter() - start)
+    for _ in range(max_rounds):
+        changed = 0
+        for name in passes:
+            start = time.perf_counter()
+            changes = getattr(work, name)()
+            changed += changes
+            if log and changes:
+                log(name, work.stats(), time.perf_counter() - start)
+        if not changed:
+            break
+    return work.to_model()
