@@ -81,12 +81,30 @@ def run_solve(
     return inst, best, time.monotonic() - start
 
 
+def peak_rss_mb() -> float:
+    """Largest resident set of this process or any of its finished workers."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, workers) / 1024
+
+
+def _check_backends(names: list[str] | None) -> None:
+    from .backend import available
+
+    known = available()
+    for name in names or []:
+        if name not in known:
+            raise UsageError(f"unknown backend {name!r} (known: {', '.join(sorted(known))})")
+
+
 def _fail(message: str) -> None:
     write_line(sys.stderr.fileno(), f"error: {message}")
-    raise typer.Exit(2)
+    raise SystemExit(2)
 
 
-@app.command("solve")
+@app.command("solve", context_settings={"ignore_unknown_options": True})
 def solve_cmd(
     problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
     timeout: Annotated[float, typer.Argument(help="Time budget in seconds.")] = 10.0,
@@ -101,10 +119,11 @@ def solve_cmd(
     """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout."""
     log = Progress(sys.stderr.fileno(), quiet)
     try:
+        _check_backends(backend)
         inst, best, elapsed = run_solve(problem, timeout, log, backend, seed)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
-    sol = best.solution if best and best.status != "infeasible" else None
+    sol = best.solution if best else None
     write_line(sys.stdout.fileno(), solution_line(sol))
     if out is not None:
         ev = best.evaluation if best else None
@@ -121,6 +140,7 @@ def solve_cmd(
             "method": best.method if best else None,
             "seed": seed,
             "time_s": round(elapsed, 3),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
         }
         out.write_bytes(msgspec.json.format(msgspec.json.encode(result)))
 
@@ -222,29 +242,119 @@ def info_cmd(
         typer.echo(f"presolve total: {time.perf_counter() - start:.2f} s")
 
 
+@app.command("backends")
+def backends_cmd() -> None:
+    """List the installed backends, their capabilities and where they come from."""
+    from .backend import BackendError, available, load
+
+    for name, ep in sorted(available().items()):
+        try:
+            b = load(name)
+        except BackendError as exc:
+            typer.echo(f"{name}: unavailable ({exc})")
+            continue
+        caps = [k for k, v in vars(b.capabilities).items() if v]
+        dist = ep.dist.name + " " + ep.dist.version if ep.dist else "?"
+        typer.echo(f"{name}: {', '.join(caps) or '-'} [{ep.value}, {dist}]")
+
+
+@app.command("generate")
+def generate_cmd(
+    out: Annotated[Path, typer.Argument(help="Where to write the JSON instance.")],
+    nodes: Annotated[int, typer.Option(min=1, help="Number of nodes.")] = 20,
+    edges: Annotated[
+        int | None, typer.Option(min=0, help="Number of edges (default 1.5 x nodes).")
+    ] = None,
+    strategies: Annotated[int, typer.Option(min=1, help="Most strategies per node.")] = 3,
+    forbidden: Annotated[
+        float, typer.Option(help="Share of forbidden (10^18) table entries.")
+    ] = 0.1,
+    tightness: Annotated[float, typer.Option(help="0 = tightest feasible limit, 1 = loose.")] = 0.3,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write a random instance with forbidden costs, parallel edges and tight memory."""
+    from .generate import generate
+
+    problem = generate(nodes, edges, strategies, forbidden, tightness, seed=seed)
+    out.write_bytes(msgspec.json.encode(problem))
+
+
+@app.command("compare")
+def compare_cmd(
+    problems: Annotated[list[Path], typer.Argument(help="Problem files.")],
+    backend: Annotated[
+        list[str] | None, typer.Option("--backend", "-b", help="Backend (repeatable).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per backend and problem.")] = 10.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Run each backend alone on each problem; print cost, status, bound and time."""
+    from .backend import available
+    from .orchestrate import run_backends
+    from .reduce import Infeasible, reduce
+
+    names = backend or sorted(available())
+    try:
+        _check_backends(names)
+    except UsageError as exc:
+        _fail(str(exc))
+    typer.echo("| problem | backend | cost | status | lower bound | gap | time s |")
+    typer.echo("|---|---|---|---|---|---|---|")
+    for problem in problems:
+        try:
+            inst = read_instance(problem)
+        except InputError as exc:
+            _fail(str(exc))
+        try:
+            model = reduce(inst)
+        except Infeasible:
+            typer.echo(f"| {problem.name} | all | - | infeasible | - | - | 0 |")
+            continue
+        for name in names:
+            best = Best(inst, lambda _msg: None)
+            start = time.monotonic()
+            outcome = run_backends(model, best, [name], start + timeout, seed, workers=1)
+            ev, lb = best.evaluation, best.lower_bound
+            cost = ev.cost if ev else "-"
+            gap = f"{100 * best.gap():.3f}%" if best.gap() is not None else "-"
+            typer.echo(
+                f"| {problem.name} | {name} | {cost} | {outcome.get(name, '-')} | "
+                f"{lb if lb is not None else '-'} | {gap} | {time.monotonic() - start:.1f} |"
+            )
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print the version."""
     typer.echo(__version__)
 
 
-iopddl_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS
+
+Contest interface: solve PROBLEM (.json or .json.gz) within TIMEOUT_SECONDS.
+Progress lines start with '#'; the last line is the solution [s0, s1, ...],
+or [] when the instance has none. SIGTERM/SIGINT print the best so far."""
 
 
-@iopddl_app.command()
-def iopddl_cmd(
-    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
-    timeout: Annotated[float, typer.Argument(help="Time limit in seconds.")],
-) -> None:
-    """Contest interface: solve PROBLEM within TIMEOUT seconds; the last line is the solution."""
+def iopddl(args: list[str]) -> None:
+    """The contest entry point; arguments are parsed by hand so that a negative
+    timeout is reported as such rather than as an unknown option."""
+    if args and args[0] in ("-h", "--help"):
+        print(IOPDDL_USAGE)
+        return
+    if len(args) != 2:
+        _fail("expected 2 arguments: iopddl PROBLEM TIMEOUT_SECONDS (see --help)")
+    try:
+        timeout = float(args[1])
+    except ValueError:
+        _fail(f"timeout must be a number of seconds, got {args[1]!r}")
     log = Progress(sys.stdout.fileno())
     log.live = False  # contest harnesses read stdout as plain lines
     try:
-        _, best, _ = run_solve(problem, timeout, log, None, 0)
+        _, best, _ = run_solve(Path(args[0]), timeout, log, None, 0)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
-    sol = best.solution if best and best.status != "infeasible" else None
-    write_line(sys.stdout.fileno(), solution_line(sol))
+    write_line(sys.stdout.fileno(), solution_line(best.solution if best else None))
 
 
 def main() -> None:
@@ -252,7 +362,7 @@ def main() -> None:
 
 
 def iopddl_main() -> None:
-    iopddl_app()
+    iopddl(sys.argv[1:])
 
 
 if __name__ == "__main__":

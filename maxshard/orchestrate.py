@@ -104,6 +104,9 @@ def kill_workers() -> None:
 
 
 def _worker(name: str, model: Model, deadline: float, incumbent, seed: int, conn) -> None:
+    # stdout carries the answer: a backend (or the library under it) must not write there
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
     try:
         backend = backends.load(name)
         result = backend.solve(
@@ -181,7 +184,10 @@ def run_backends(
                     if status == "optimal" and best.evaluation is not None:
                         best.status, finished = "optimal", True
                     elif status == "infeasible":
-                        best.status, finished = "infeasible", True
+                        # no clean solution fits; a solution with forbidden picks may still stand
+                        finished = True
+                        if best.evaluation is None:
+                            best.status = "infeasible"
     finally:
         for job in running:
             outcome.setdefault(job.name, "stopped at deadline")

@@ -335,12 +335,12 @@ def reduce(inst: Instance, log: PassLog | None = None, max_rounds: int = 200) ->
     """Presolve ``inst``; ``log(pass, stats, seconds)`` is called after every pass.
 
     Raises :class:`Infeasible` when no assignment fits in memory. If no
-    assignment avoids forbidden costs, the passes that assume one exists are
-    skipped and the model keeps the forbidden values.
+    assignment that fits avoids forbidden costs, the passes that assume one
+    exists are skipped and the model keeps the forbidden values.
     """
     try:
         return _run(inst, PASSES, log, max_rounds)
-    except NoCleanSolution:
+    except (NoCleanSolution, Infeasible):
         plain = tuple(p for p in PASSES if p not in CLEAN_PASSES)
         return _run(inst, plain, log, max_rounds)
 

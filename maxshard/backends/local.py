@@ -149,7 +149,7 @@ class Search:
                 if len(picked) < size and int(w) not in picked:
                     picked.add(int(w))
                     frontier.append(int(w))
-        return list(picked)
+        return [int(v) for v in self.rng.permutation(list(picked))]
 
     def iterate(self, deadline: float, report: Report, report_every: float = 0.5) -> None:
         """Iterated local search until the deadline; reports improvements."""

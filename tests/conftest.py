@@ -1,0 +1,43 @@
+"""Shared helpers: instance files, brute force, paths to the shared benchmarks."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from maxshard.evaluate import evaluate
+from maxshard.generate import generate
+from maxshard.instance import Instance
+from maxshard.reader import read_instance
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT.parent / "shared" / "benchmarks"
+EXAMPLE = BENCHMARKS / "example.json"
+
+
+def write_problem(path: Path, problem: dict) -> Path:
+    path.write_text(json.dumps(problem))
+    return path
+
+
+def generated(tmp_path: Path, seed: int, **kw) -> Instance:
+    return read_instance(write_problem(tmp_path / f"g{seed}.json", generate(seed=seed, **kw)))
+
+
+def brute_force(inst: Instance) -> tuple[int | None, list[int] | None]:
+    """Cheapest memory-feasible solution without forbidden picks (None, None if none)."""
+    best_cost, best = None, None
+    for sol in itertools.product(*(range(k) for k in inst.n_strategies)):
+        ev = evaluate(inst, np.array(sol))
+        if ev.clean and (best_cost is None or ev.cost < best_cost):
+            best_cost, best = ev.cost, list(sol)
+    return best_cost, best
+
+
+@pytest.fixture
+def example() -> Instance:
+    return read_instance(EXAMPLE)

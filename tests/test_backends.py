@@ -1,0 +1,110 @@
+"""Exact backends against brute force; plugin loading; fallback under the deadline."""
+
+import time
+from importlib.metadata import EntryPoint
+
+import numpy as np
+import pytest
+
+from maxshard import backend as backends
+from maxshard.backend import GROUP, BackendError, Capabilities, Result, Status
+from maxshard.evaluate import evaluate
+from maxshard.orchestrate import Best, run_backends
+from maxshard.reduce import Infeasible, reduce
+
+from .conftest import brute_force, generated
+
+EXACT = ["rc2", "highs"]
+
+
+@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("seed", range(16))
+def test_exact_backend_matches_brute_force(tmp_path, name, seed):
+    tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
+    inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
+    best, _ = brute_force(inst)
+    try:
+        model = reduce(inst)
+    except Infeasible:
+        assert best is None
+        return
+    found = []
+    result = backends.load(name).solve(model, time.monotonic() + 30, None, found.append, seed)
+    if best is None:  # no clean solution fits: infeasible, or an answer with forbidden picks
+        if result.status is not Status.INFEASIBLE:
+            ev = evaluate(inst, model.reconstruct(result.solution))
+            assert ev.feasible and ev.forbidden > 0
+        return
+    assert result.status is Status.OPTIMAL
+    ev = evaluate(inst, model.reconstruct(result.solution))
+    assert ev.clean and ev.cost == best
+    assert result.lower_bound == best
+    assert found and np.array_equal(found[-1], result.solution)
+
+
+class Hang:
+    name = "hang"
+    capabilities = Capabilities(exact=False, anytime=False, memory=False, lower_bound=False)
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        time.sleep(3600)
+
+
+class Crash(Hang):
+    name = "crash"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        raise RuntimeError("boom")
+
+
+class Optimal(Hang):
+    name = "optimal"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        return Result(Status.OPTIMAL, incumbent, model.cost(incumbent))
+
+
+@pytest.fixture
+def fake_plugins(monkeypatch):
+    real = backends.available()
+    fakes = {
+        "hang": EntryPoint("hang", "tests.test_backends:Hang", GROUP),
+        "crash": EntryPoint("crash", "tests.test_backends:Crash", GROUP),
+        "optimal": EntryPoint("optimal", "tests.test_backends:Optimal", GROUP),
+        "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
+    }
+    monkeypatch.setattr(backends, "available", lambda: {**real, **fakes})
+
+
+def test_unknown_and_broken_backends_are_clear_errors(fake_plugins):
+    with pytest.raises(BackendError, match="unknown backend 'nope' .*known: .*local"):
+        backends.load("nope")
+    with pytest.raises(BackendError, match="failed to load: ModuleNotFoundError"):
+        backends.load("missing")
+
+
+@pytest.mark.parametrize("plan", [["hang"], ["crash"], ["missing"], ["crash", "hang"]])
+def test_failing_backends_leave_the_incumbent_standing(tmp_path, fake_plugins, plan):
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3)
+    model = reduce(inst)
+    best = Best(inst, lambda msg: None)
+    x = model.min_usage_solution()
+    assert best.offer(model.reconstruct(x), "start", x)
+    start = time.monotonic()
+    outcome = run_backends(model, best, plan, start + 1.0)
+    assert time.monotonic() - start < 1.5
+    assert best.solution is not None and evaluate(inst, best.solution).feasible
+    assert set(outcome) == set(plan)
+    assert "crash" not in outcome or "boom" in outcome["crash"]
+
+
+def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3)
+    model = reduce(inst)
+    best = Best(inst, lambda msg: None)
+    x = model.min_usage_solution()
+    best.offer(model.reconstruct(x), "start", x)
+    start = time.monotonic()
+    run_backends(model, best, ["optimal", "hang"], start + 5, workers=1)
+    assert time.monotonic() - start < 2 and best.status == "optimal"
+    assert best.lower_bound == model.cost(x)

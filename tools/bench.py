@@ -1,0 +1,134 @@
+"""Benchmark maxshard on the shared contest instances.
+
+Runs ``maxshard solve`` on each benchmark with its contest time limit from
+``best_known.csv`` (times ``--scale``), checks every answer with the exact
+evaluator, and writes a Markdown table (and optionally CSV): cost, score
+(best_known_cost / cost, >= 1.0 matches the contest's best), our in-run lower
+bound and gap, the published bound's gap, wall time and peak RSS.
+
+    python tools/bench.py                       # all benchmarks, full limits
+    python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from maxshard.evaluate import evaluate
+from maxshard.reader import read_instance
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT.parent / "shared" / "benchmarks"
+
+
+def run_one(path: Path, timeout: float, seed: int, backends: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, "-m", "maxshard", "solve", str(path), str(timeout)]
+        cmd += ["--out", str(out), "--seed", str(seed), "-q"]
+        for b in backends:
+            cmd += ["--backend", b]
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout = proc.stdout.read()
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+        result = json.loads(out.read_text()) if out.exists() else {}
+    lines = stdout.decode().strip().splitlines()
+    return {
+        "answer": json.loads(lines[-1]) if lines else None,
+        "exit": os.waitstatus_to_exitcode(status),
+        "stderr": stderr.decode().strip()[-300:],
+        "wall": wall,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "lower_bound": result.get("lower_bound"),
+        "method": result.get("method"),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("names", nargs="*", help="benchmark letters or names (default: all)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply each time limit")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--backend", action="append", default=[], help="passed to maxshard solve")
+    ap.add_argument("--bench-dir", type=Path, default=BENCH)
+    ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
+    args = ap.parse_args()
+
+    rows = list(csv.DictReader((args.bench_dir / "best_known.csv").open()))
+    if args.names:
+        rows = [
+            r
+            for r in rows
+            if any(r["benchmark"].endswith("-" + n) or r["benchmark"] == n for n in args.names)
+        ]
+    table = []
+    for r in rows:
+        path = args.bench_dir / f"{r['benchmark']}.json.gz"
+        limit = float(r["timeout_s"]) * args.scale
+        run = run_one(path, limit, args.seed, args.backend)
+        inst = read_instance(path)
+        row = {
+            "benchmark": r["benchmark"].rsplit("-", 1)[-1],
+            "limit_s": limit,
+            "time_s": round(run["wall"], 1),
+            "rss_mb": round(run["rss_mb"]),
+        }
+        if not run["answer"]:
+            row.update(cost=None, valid="no answer")
+        else:
+            ev = evaluate(inst, run["answer"])
+            best, published = int(r["best_known_cost"]), int(r["lower_bound"])
+            lb = run["lower_bound"]
+            row.update(
+                cost=ev.cost,
+                valid="yes" if ev.clean else ("forbidden picks" if ev.feasible else "OVER LIMIT"),
+                score=round(best / ev.cost, 4),
+                bound=lb,
+                gap_bound=None if lb is None else f"{100 * (ev.cost - lb) / ev.cost:.2f}%",
+                gap_published=f"{100 * (ev.cost - published) / ev.cost:.2f}%",
+                method=run["method"],
+            )
+        row["late"] = "LATE" if run["wall"] > limit else ""
+        table.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+
+    cols = [
+        "benchmark",
+        "limit_s",
+        "cost",
+        "score",
+        "bound",
+        "gap_bound",
+        "gap_published",
+        "time_s",
+        "rss_mb",
+        "valid",
+        "late",
+    ]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for row in table:
+        print("| " + " | ".join("" if row.get(c) is None else str(row.get(c)) for c in cols) + " |")
+    scores = [row["score"] for row in table if row.get("score")]
+    if scores:
+        print(f"\nscore sum {sum(scores):.4f} over {len(scores)} benchmarks (scale {args.scale})")
+    if args.out:
+        with args.out.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols + ["method"], extrasaction="ignore")
+            w.writeheader()
+            w.writerows(table)
+
+
+if __name__ == "__main__":
+    main()
