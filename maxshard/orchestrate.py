@@ -202,8 +202,16 @@ def all_min_usage(inst: Instance) -> np.ndarray:
     return order[inst.strat_off[:-1]] - inst.strat_off[:-1]
 
 
+#: Largest model handed to HiGHS by default (table entries; measured: G, 60k
+#: entries, is proven optimal in 7 s; the MIP grows with one column per entry).
+HIGHS_MAX_ENTRIES = 1_000_000
+
+
 def default_plan(model: Model) -> list[str]:
-    """Backends to run when the user names none: two local searches, one per core."""
+    """Backends to run when the user names none, one per core: the exact MIP
+    beside local search where the model is small enough, else two local searches."""
+    if len(model.edge_cost) <= HIGHS_MAX_ENTRIES:
+        return ["highs", "local"]
     return ["local", "local"]
 
 

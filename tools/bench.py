@@ -49,7 +49,8 @@ def run_one(path: Path, timeout: float, seed: int, backends: list[str]) -> dict:
         "exit": os.waitstatus_to_exitcode(status),
         "stderr": stderr.decode().strip()[-300:],
         "wall": wall,
-        "rss_mb": usage.ru_maxrss / 1024,
+        # the solver's own peak (the fork-time RSS of this process would skew wait4's)
+        "rss_mb": result.get("peak_rss_mb") or usage.ru_maxrss / 1024,
         "lower_bound": result.get("lower_bound"),
         "method": result.get("method"),
     }

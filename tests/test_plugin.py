@@ -1,0 +1,52 @@
+"""The separately installed CP-SAT plugin (plugins/maxshard-cpsat), when present."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from maxshard import backend as backends
+from maxshard.backend import Status
+from maxshard.evaluate import evaluate
+from maxshard.reduce import Infeasible, reduce
+
+from .conftest import EXAMPLE, brute_force, generated
+
+pytestmark = pytest.mark.skipif(
+    "cpsat" not in backends.available(), reason="pip install ./plugins/maxshard-cpsat"
+)
+
+
+def test_plugin_is_listed_and_solves_the_example(example):
+    listed = subprocess.run(
+        [sys.executable, "-m", "maxshard", "backends"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "cpsat: exact, anytime, memory, lower_bound" in listed and "maxshard-cpsat" in listed
+    out = subprocess.run(
+        [sys.executable, "-m", "maxshard", "solve", EXAMPLE, "10", "-b", "cpsat"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert evaluate(example, eval(out.stdout.strip().splitlines()[-1])).cost == 445
+    assert "by cpsat" in out.stderr or "by presolve" in out.stderr
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cpsat_matches_brute_force(tmp_path, seed):
+    inst = generated(tmp_path, seed, nodes=7, forbidden=0.05, tightness=0.2)
+    best, _ = brute_force(inst)
+    try:
+        model = reduce(inst)
+    except Infeasible:
+        return
+    result = backends.load("cpsat").solve(model, time.monotonic() + 20, None, lambda x: None)
+    if best is None:
+        assert (
+            result.status is Status.INFEASIBLE
+            or evaluate(inst, model.reconstruct(result.solution)).forbidden
+        )
+    else:
+        assert result.status is Status.OPTIMAL
+        assert evaluate(inst, model.reconstruct(result.solution)).cost == best
