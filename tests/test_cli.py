@@ -27,7 +27,7 @@ def last_line(text):
 
 
 def test_iopddl_example_reaches_the_optimum(example):
-    out = run(BIN / "iopddl", EXAMPLE, "2")
+    out = run(BIN / "iopddl", EXAMPLE, "3")
     assert out.returncode == 0
     assert evaluate(example, last_line(out.stdout)).cost == 445
     assert all(line.startswith("#") for line in out.stdout.strip().splitlines()[:-1])
@@ -87,7 +87,7 @@ def test_answer_arrives_before_the_timeout(tmp_path):
 
 def test_solve_writes_result_json(tmp_path, example):
     out_file = tmp_path / "r.json"
-    out = run(sys.executable, "-m", "maxshard", "solve", EXAMPLE, "1", "--out", out_file, "-q")
+    out = run(sys.executable, "-m", "maxshard", "solve", EXAMPLE, "3", "--out", out_file, "-q")
     assert out.returncode == 0 and out.stderr == ""
     result = json.loads(out_file.read_text())
     assert result["cost"] == evaluate(example, result["solution"]).cost
