@@ -47,7 +47,7 @@ def _guard(deadline: float) -> None:
     """Turn SIGTERM, SIGINT and the deadline alarm into :class:`Interrupted`."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
         signal.signal(sig, _interrupt)
-    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic() + 0.05))
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic() + 0.2))
 
 
 def _unguard() -> None:

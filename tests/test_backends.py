@@ -14,7 +14,7 @@ from maxshard.reduce import Infeasible, reduce
 
 from .conftest import brute_force, generated
 
-EXACT = ["rc2", "highs"]
+EXACT = ["rc2", "highs", "toulbar2"]
 
 
 @pytest.mark.parametrize("name", EXACT)
