@@ -1,0 +1,183 @@
+"""Lagrangian relaxation of memory, for models too large for exact search.
+
+Memory couples all variables; relaxing it leaves a pairwise cost function
+network that toulbar2 handles well. With one multiplier ``lam[p] >= 0`` per
+kept time point, the penalised problem
+
+    min_x  cost(x) + sum_p lam[p] * (load_p(x) - limit)
+
+adds to each value the usage it holds at every point, weighted by ``lam``
+(prefix sums make that one vectorised expression). Each round:
+
+1. *relax*: solve the penalised problem with toulbar2 under a short time limit
+   (a heuristic here: such solves are rarely proven optimal on large models);
+2. *relink*: walk the best solution toward the relaxed one, taking each
+   variable's relaxed value where memory allows, then *polish* with the local
+   search's memory-feasible descent; keep the result if it is cheaper;
+3. *update*: subgradient step ``lam += step * (load - limit)`` (Polyak step
+   from the best cost and the relaxed value, shrunk when the relaxed value
+   stalls), clipped at zero.
+
+Every solution it reports fits in memory (the relinking never leaves the
+feasible region). No lower bound is claimed: the relaxed solves are not exact.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..backend import Capabilities, Report, Result, Status
+from ..instance import FORBIDDEN
+from ..model import Model
+from . import toulbar2
+from .local import Search
+
+DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
+
+
+class Lagrange:
+    name = "lagrange"
+    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
+
+    #: toulbar2 CPU seconds per relaxed solve at the start (doubled while it finds nothing)
+    relax_seconds = 3
+
+    def solve(
+        self,
+        model: Model,
+        deadline: float,
+        incumbent: np.ndarray | None,
+        report: Report,
+        seed: int = 0,
+    ) -> Result:
+        search = Search(model, seed)
+        if incumbent is None or not search.reset(incumbent):
+            search.reset(model.min_usage_solution())
+        search.descend(deadline)
+        best_x, best_cost = search.x.copy(), model.cost(search.x)
+        report(best_x)
+        if model.limit is None or not len(model.base):
+            return Result(Status.FEASIBLE, best_x)
+
+        lam = np.zeros(len(model.base))
+        theta, stall, best_relaxed = 1.0, 0, -np.inf
+        seconds = self.relax_seconds
+        rounds = 0
+        while time.monotonic() + seconds + 1 < deadline:
+            rounds += 1
+            x_r = relax(model, lam, seconds, seed + rounds)
+            if x_r is None:
+                seconds *= 2
+                continue
+            # primal: repair the relaxed solution, and relink the best one toward it
+            cost = np.inf
+            for start in ("repair", "relink"):
+                if start == "repair":
+                    search.reset(x_r)
+                    if not repair(search, deadline):
+                        continue
+                else:
+                    search.reset(best_x)
+                    relink(search, x_r)
+                search.descend(deadline)
+                cost = min(cost, model.cost(search.x))
+                if model.cost(search.x) < best_cost and not model.forbidden(search.x):
+                    best_x, best_cost = search.x.copy(), model.cost(search.x)
+                    report(best_x)
+            # dual: subgradient step on the memory excess of the relaxed solution
+            excess = (model.load(x_r) - model.limit).astype(np.float64)
+            relaxed = float(model.cost(x_r)) + float(lam @ excess)
+            if relaxed > best_relaxed:
+                best_relaxed, stall = relaxed, 0
+            else:
+                stall += 1
+                if stall >= 3:
+                    theta, stall = theta / 2, 0
+            active = (lam > 0) | (excess > 0)
+            norm = float(excess[active] @ excess[active])
+            if norm == 0:
+                break  # the relaxed solution fits and meets complementary slackness
+            step = theta * max(best_cost - relaxed, 0.01 * best_cost) / norm
+            if DEBUG:
+                print(
+                    f"round {rounds} t={time.monotonic():.1f} relaxed={relaxed:.4g} "
+                    f"cost_r={model.cost(x_r):.4g} over={int((excess > 0).sum())} "
+                    f"maxover={excess.max():.3g} polished={cost:.4g} best={best_cost:.4g} "
+                    f"theta={theta:.3g}",
+                    file=sys.stderr,
+                )
+            lam = np.maximum(0.0, lam + step * excess)
+        return Result(Status.FEASIBLE, best_x)
+
+
+def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
+    """Per value: sum over its memory terms of usage times the multipliers it spans."""
+    prefix = np.concatenate([[0.0], np.cumsum(lam)])
+    weight = prefix[model.term_hi] - prefix[model.term_lo]  # per term
+    pen = np.zeros(int(model.dom_off[-1]))
+    per_value = np.repeat(weight, np.diff(model.term_off)) * model.term_usage
+    slots = np.repeat(model.dom_off[model.term_var] - model.term_off[:-1], np.diff(model.term_off))
+    np.add.at(pen, slots + np.arange(len(model.term_usage)), per_value)
+    return pen
+
+
+def relax(model: Model, lam: np.ndarray, seconds: int, seed: int) -> np.ndarray | None:
+    """A good (not necessarily optimal) solution of the penalised, memory-free problem."""
+    pen = np.floor(penalties(model, lam)).astype(np.int64)
+    unary = np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen)
+    from pytoulbar2.pytb2 import Contradiction
+
+    try:
+        cfn = toulbar2.build(model, unary, seed, None, memory=False)
+    except Contradiction:  # only forbidden assignments remain: nothing to relax toward
+        return None
+    _, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
+    return x
+
+
+def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:
+    """Greedy memory repair: at the most overloaded point, make the change that
+    saves usage there at the smallest cost increase per unit saved, among the
+    changes that overload no other point (so the total overflow only shrinks)."""
+    model = search.model
+    for _ in range(max_moves):
+        over = search.load[:-1] - search.limit
+        p = int(np.argmax(over))
+        if over[p] <= 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        best = (np.inf, -1, -1)
+        for v in np.unique(model.term_var[(model.term_lo <= p) & (p < model.term_hi)]):
+            v = int(v)
+            rng, use = search.ranges[v], search.usage[v]
+            extra = use - use[:, search.x[v], None]
+            at_p = int(np.flatnonzero((rng[0::2] <= p) & (p < rng[1::2]))[0])
+            saved = -extra[at_p]
+            peak = np.maximum.reduceat(search.load, rng)[::2]
+            harmless = ((extra <= 0) | (extra <= (search.limit - peak)[:, None])).all(axis=0)
+            ok = harmless & (saved > 0)
+            if not ok.any():
+                continue
+            cost = search.options(v)[0]
+            ratio = np.where(ok, (cost - cost[search.x[v]]) / np.maximum(saved, 1), np.inf)
+            k = int(np.argmin(ratio))
+            if ratio[k] < best[0]:
+                best = (ratio[k], v, k)
+        if best[1] < 0:
+            return False  # stuck: no single change helps without harm elsewhere
+        search.move(best[1], best[2])
+    return False
+
+
+def relink(search: Search, target: np.ndarray) -> None:
+    """Move each variable to its target value where memory allows, in random order."""
+    differ = np.flatnonzero(search.x != target)
+    for v in search.rng.permutation(differ):
+        _, fits = search.options(int(v))
+        if fits[target[v]]:
+            search.move(int(v), int(target[v]))

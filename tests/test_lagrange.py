@@ -1,0 +1,59 @@
+import time
+
+import numpy as np
+import pytest
+
+from maxshard.backends.lagrange import Lagrange, penalties, relax, repair
+from maxshard.backends.local import Search
+from maxshard.evaluate import evaluate
+from maxshard.reduce import Infeasible, reduce
+
+from .conftest import generated
+
+
+def model_for(tmp_path, seed, **kw):
+    try:
+        return generated(tmp_path, seed, **kw), reduce(generated(tmp_path, seed, **kw))
+    except Infeasible:
+        pytest.skip("generated instance has no feasible solution")
+
+
+def test_penalties_match_a_direct_sum(tmp_path):
+    _, model = model_for(tmp_path, 1, nodes=40, max_strategies=4, forbidden=0.0, tightness=0.1)
+    lam = np.random.default_rng(0).random(len(model.base))
+    expected = np.zeros(int(model.dom_off[-1]))
+    for k in range(len(model.term_var)):
+        v = model.term_var[k]
+        span = lam[model.term_lo[k] : model.term_hi[k]].sum()
+        expected[model.dom_off[v] : model.dom_off[v + 1]] += model.usage_of(k) * span
+    assert np.allclose(penalties(model, lam), expected)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repair_restores_memory_feasibility(tmp_path, seed):
+    _, model = model_for(tmp_path, seed, nodes=80, max_strategies=4, forbidden=0.0, tightness=0.1)
+    x = relax(model, np.zeros(len(model.base)), 2, seed)  # ignores memory
+    if x is None:
+        pytest.skip("no assignment without forbidden costs")
+    search = Search(model, seed)
+    search.reset(x)
+    assert repair(search, time.monotonic() + 10)
+    assert model.fits(search.x)
+    assert np.array_equal(search.load[:-1], model.load(search.x))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lagrange_reports_only_fitting_solutions_in_time(tmp_path, seed):
+    inst, model = model_for(
+        tmp_path, seed, nodes=150, max_strategies=5, forbidden=0.0, functional=0.0, tightness=0.15
+    )
+    reports = []
+    start = time.monotonic()
+    result = Lagrange().solve(model, start + 6, None, reports.append, seed)
+    assert time.monotonic() - start < 7
+    assert reports
+    for x in [*reports, result.solution]:
+        ev = evaluate(inst, model.reconstruct(x))
+        assert ev.feasible and ev.cost == model.cost(x)
+    costs = [model.cost(x) for x in reports]
+    assert costs == sorted(costs, reverse=True)  # each report improves on the last
