@@ -32,7 +32,7 @@ def test_penalties_match_a_direct_sum(tmp_path):
 @pytest.mark.parametrize("seed", range(4))
 def test_repair_restores_memory_feasibility(tmp_path, seed):
     _, model = model_for(tmp_path, seed, nodes=80, max_strategies=4, forbidden=0.0, tightness=0.1)
-    x = relax(model, np.zeros(len(model.base)), 2, seed)  # ignores memory
+    x, _ = relax(model, np.zeros(len(model.base)), 2, seed)  # ignores memory
     if x is None:
         pytest.skip("no assignment without forbidden costs")
     search = Search(model, seed)
@@ -57,3 +57,17 @@ def test_lagrange_reports_only_fitting_solutions_in_time(tmp_path, seed):
         assert ev.feasible and ev.cost == model.cost(x)
     costs = [model.cost(x) for x in reports]
     assert costs == sorted(costs, reverse=True)  # each report improves on the last
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lagrangian_bound_never_exceeds_the_optimum(tmp_path, seed):
+    from .conftest import brute_force
+
+    inst, model = model_for(tmp_path, seed, nodes=7, forbidden=0.0, functional=0.0, tightness=0.1)
+    best, _ = brute_force(inst)
+    rng = np.random.default_rng(seed)
+    for scale in (0.0, 0.5, 2.0, 10.0):
+        lam = scale * rng.random(len(model.base))
+        _, bound = relax(model, lam, 5, seed)
+        assert bound is not None  # tiny problems are always solved to optimality
+        assert bound <= best

@@ -19,11 +19,14 @@ adds to each value the usage it holds at every point, weighted by ``lam``
    stalls), clipped at zero.
 
 Every solution it reports fits in memory (the relinking never leaves the
-feasible region). No lower bound is claimed: the relaxed solves are not exact.
+feasible region). When toulbar2 proves a relaxed solve optimal, the dual value
+of that round is a valid lower bound (see :func:`relax`); the best one is
+returned with the result.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -41,7 +44,7 @@ DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 class Lagrange:
     name = "lagrange"
-    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
+    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=True)
 
     #: toulbar2 CPU seconds per relaxed solve at the start (doubled while it finds nothing)
     relax_seconds = 3
@@ -64,12 +67,15 @@ class Lagrange:
             return Result(Status.FEASIBLE, best_x)
 
         lam = np.zeros(len(model.base))
+        best_bound: int | None = None
         theta, stall, best_relaxed = 1.0, 0, -np.inf
         seconds = self.relax_seconds
         rounds = 0
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
-            x_r = relax(model, lam, seconds, seed + rounds)
+            x_r, bound = relax(model, lam, seconds, seed + rounds)
+            if bound is not None and (best_bound is None or bound > best_bound):
+                best_bound = bound
             if x_r is None:
                 seconds *= 2
                 continue
@@ -95,12 +101,14 @@ class Lagrange:
                 best_relaxed, stall = relaxed, 0
             else:
                 stall += 1
-                if stall >= 3:
-                    theta, stall = theta / 2, 0
+                if stall >= 3:  # shrink the step; restart it once it is negligible
+                    theta, stall = (theta / 2 if theta > 1e-3 else 1.0), 0
             active = (lam > 0) | (excess > 0)
             norm = float(excess[active] @ excess[active])
             if norm == 0:
                 break  # the relaxed solution fits and meets complementary slackness
+            if best_bound is not None and best_bound >= best_cost:
+                return Result(Status.OPTIMAL, best_x, best_cost)
             step = theta * max(best_cost - relaxed, 0.01 * best_cost) / norm
             if DEBUG:
                 print(
@@ -111,7 +119,7 @@ class Lagrange:
                     file=sys.stderr,
                 )
             lam = np.maximum(0.0, lam + step * excess)
-        return Result(Status.FEASIBLE, best_x)
+        return Result(Status.FEASIBLE, best_x, best_bound)
 
 
 def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
@@ -125,8 +133,17 @@ def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
     return pen
 
 
-def relax(model: Model, lam: np.ndarray, seconds: int, seed: int) -> np.ndarray | None:
-    """A good (not necessarily optimal) solution of the penalised, memory-free problem."""
+def relax(
+    model: Model, lam: np.ndarray, seconds: int, seed: int
+) -> tuple[np.ndarray | None, int | None]:
+    """A good solution of the penalised, memory-free problem, and the lower bound
+    on the model's optimum that it proves when toulbar2 finished (else None).
+
+    Why the bound holds: for x that fits, ``load_p(x) <= limit``, so
+    ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit) = cost(x) + pen(x) -
+    sum_p lam_p (limit - base_p)``, and ``pen >= floor(pen)`` value by value;
+    the optimum of ``cost + floor(pen)`` is what toulbar2 proved.
+    """
     pen = np.floor(penalties(model, lam)).astype(np.int64)
     unary = np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen)
     from pytoulbar2.pytb2 import Contradiction
@@ -134,9 +151,13 @@ def relax(model: Model, lam: np.ndarray, seconds: int, seed: int) -> np.ndarray 
     try:
         cfn = toulbar2.build(model, unary, seed, None, memory=False)
     except Contradiction:  # only forbidden assignments remain: nothing to relax toward
-        return None
-    _, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
-    return x
+        return None, None
+    proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
+    if x is None or not proved:
+        return x, None
+    relaxed = model.cost(x) + int(pen[model.dom_off[:-1] + x].sum())
+    slack = float(lam @ (model.limit - model.base).astype(np.float64))
+    return x, math.floor(relaxed - slack * (1 + 1e-9) - 1)
 
 
 def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:

@@ -12,9 +12,10 @@ Facts about pytoulbar2 that shape this module (measured with 1.4.0.1):
 * costs are passed as doubles and are exact below 2**53; the forbidden cost
   10^18 exceeds its maximum cost, so it is passed as infinity (hard);
 * ``Solve(timeLimit=...)`` counts whole CPU seconds and overshot 2x on a busy
-  machine, and its dual bound was not a valid bound in our tests; so the solve
-  runs with a limit that ends before the deadline, every solution it prints
-  is reported at once (anytime), and no bound is claimed unless it finished;
+  machine, and its dual bound was not a valid bound in the tests of issue 5;
+  so the solve runs with a limit that ends before the deadline, every solution
+  it prints is reported at once (anytime), and optimality is claimed only when
+  toulbar2 prints ``Optimum:`` (a finished search), never from its bounds;
 * it holds the GIL while solving, so its printed solutions are read by a
   forked reader process, which passes them on through ``report``.
 """
@@ -87,7 +88,8 @@ def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: 
     """A fresh toulbar2 problem for ``model`` with the given unary costs."""
     import pytoulbar2
 
-    cfn = pytoulbar2.CFN(ubinit=ub, verbose=-1, seed=seed)
+    # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
+    cfn = pytoulbar2.CFN(ubinit=ub, verbose=0, seed=seed)
     wcsp = cfn.CFN.wcsp
     for v in range(model.nv):
         wcsp.makeEnumeratedVariable(f"x{v}", 0, int(model.dom_size[v]) - 1)
@@ -123,42 +125,45 @@ def knapsacks(model: Model):
         yield scope, f"{-cap} " + " ".join(parts)
 
 
+PROVED_OPTIMAL, PROVED_EMPTY = 3, 4  # reader exit codes: what toulbar2 said it proved
+
+
 def run(cfn, nv: int, seconds: int, report: Report) -> tuple[bool, np.ndarray | None]:
     """Solve with a CPU-time limit; stream every printed solution to ``report``.
 
-    Returns (finished before the limit, best solution or None).
+    Returns (proved: toulbar2 finished its search, best solution or None). A
+    finished search with no solution proves there is none below the initial bound.
     """
     read_fd, write_fd = os.pipe()
     reader = os.fork()
-    if reader == 0:  # child: parse "New solution:" blocks from toulbar2's stdout
+    if reader == 0:  # child: parse toulbar2's stdout
         os.close(write_fd)
-        status = 0
+        status = 1
         try:
-            _forward(os.fdopen(read_fd), nv, report)
-        except BaseException:
-            status = 1
-        os._exit(status)
+            status = _forward(os.fdopen(read_fd), nv, report)
+        finally:
+            os._exit(status)
     os.close(read_fd)
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(write_fd, 1)
     os.close(write_fd)
-    start = time.process_time()
     try:
         result = cfn.Solve(showSolutions=1, timeLimit=seconds)
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)  # closes the pipe's last write end: the reader sees EOF
         os.close(saved)
-        os.waitpid(reader, 0)
-    finished = time.process_time() - start < seconds - 0.5
+        _, status = os.waitpid(reader, 0)
+    proved = os.waitstatus_to_exitcode(status) in (PROVED_OPTIMAL, PROVED_EMPTY)
     if not result:
-        return finished, None
-    return finished, np.asarray(result[0], dtype=np.int64)
+        return proved, None
+    return proved, np.asarray(result[0], dtype=np.int64)
 
 
-def _forward(lines, nv: int, report: Report) -> None:
-    expect = False
+def _forward(lines, nv: int, report: Report) -> int:
+    """Report each "New solution:" block; return what the search proved."""
+    expect, status = False, 0
     for line in lines:
         if line.startswith("New solution:"):
             expect = True
@@ -167,3 +172,8 @@ def _forward(lines, nv: int, report: Report) -> None:
             if len(parts) == nv:
                 report(np.array(parts, dtype=np.int64))
             expect = False
+        elif line.startswith("Optimum:"):
+            status = PROVED_OPTIMAL
+        elif line.startswith("No solution"):
+            status = PROVED_EMPTY
+    return status
