@@ -148,6 +148,12 @@ def run_backends(
     Returns each backend's final status (or its error). Stops early when a
     backend proves optimality or infeasibility.
     """
+    if model.nv == 0:  # presolve fixed every node: nothing left to search
+        x = np.zeros(0, dtype=np.int64)
+        best.offer(model.reconstruct(x), "presolve", x)
+        best.bound(model.offset, "presolve")
+        best.status = "optimal"
+        return {name: "not needed" for name in plan}
     workers = workers or max(1, min(2, os.cpu_count() or 1))
     queue = list(enumerate(plan))
     running: list[Job] = []

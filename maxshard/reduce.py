@@ -15,6 +15,8 @@ Passes
 * ``prune_memory``: values whose extra usage cannot fit over the fixed load;
 * ``prune_forbidden``: arc consistency on forbidden (10^18) costs;
 * ``fold_fixed``: single-value variables become constants;
+* ``fold_isolated``: a variable with no edge and no memory term takes its
+  cheapest value;
 * ``merge_functional``: where an edge's allowed pairs make ``v`` a function of
   ``u``, ``v`` is folded into ``u`` (its costs, edges and memory terms move);
 * ``fold_separable``: tables that are a sum of a row and a column term become
@@ -206,6 +208,16 @@ class Work:
             self.fix(v)
         return len(fixed)
 
+    def fold_isolated(self) -> int:
+        """A variable with no edge and no memory term simply takes its cheapest value."""
+        isolated = [v for v in self.live_vars() if not self.nbrs[v] and not self.terms[v]]
+        for v in isolated:
+            keep = np.zeros(len(self.unary[v]), dtype=bool)
+            keep[int(np.argmin(self.unary[v]))] = True
+            self.restrict(v, keep)
+            self.fix(v)
+        return len(isolated)
+
     def merge_functional(self) -> int:
         merged = 0
         for u, v in list(self.tables):
@@ -326,6 +338,7 @@ PASSES = (
     "prune_memory",
     "prune_forbidden",
     "fold_fixed",
+    "fold_isolated",
     "merge_functional",
     "fold_separable",
 )

@@ -108,3 +108,27 @@ def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
     run_backends(model, best, ["optimal", "hang"], start + 5, workers=1)
     assert time.monotonic() - start < 2 and best.status == "optimal"
     assert best.lower_bound == model.cost(x)
+
+
+def test_fully_presolved_instance_needs_no_backend(tmp_path):
+    from maxshard.reader import read_instance
+
+    from .conftest import write_problem
+
+    p = {
+        "problem": {
+            "nodes": {
+                "intervals": [[0, 2], [1, 3]],
+                "costs": [[5], [7, 9]],
+                "usages": [[1], [1, 1]],
+            },
+            "edges": {"nodes": [[0, 1]], "costs": [[3, 0]]},
+        }
+    }
+    inst = read_instance(write_problem(tmp_path / "p.json", p))
+    model = reduce(inst)
+    assert model.nv == 0
+    best = Best(inst, lambda msg: None)
+    outcome = run_backends(model, best, ["local"], time.monotonic() + 5)
+    assert best.status == "optimal" and best.evaluation.cost == 14 == best.lower_bound  # 5+9+0
+    assert outcome == {"local": "not needed"}

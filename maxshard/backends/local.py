@@ -37,10 +37,8 @@ class LocalSearch:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        if model.nv == 0:
-            x = np.zeros(0, dtype=np.int64)
-            report(x)
-            return Result(Status.OPTIMAL, x, model.offset)
+        if model.nv == 0:  # nothing to search (the orchestrator never asks, direct callers may)
+            return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
         search = Search(model, seed)
         start = incumbent if incumbent is not None else model.min_usage_solution()
         if not search.reset(start):

@@ -46,10 +46,6 @@ class Toulbar2:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        if model.nv == 0:
-            x = np.zeros(0, dtype=np.int64)
-            report(x)
-            return Result(Status.OPTIMAL, x, model.offset)
         ub = None
         if incumbent is not None and model.fits(incumbent) and not model.forbidden(incumbent):
             ub = float(model.cost(incumbent) - model.offset)
