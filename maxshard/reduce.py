@@ -48,6 +48,10 @@ class Work:
     def __init__(self, inst: Instance) -> None:
         n = inst.n
         off = inst.strat_off
+        # Variables whose costs, tables or domains changed: the consistency and
+        # merging passes look only at these (and their edges) in the next round.
+        self.dirty: set[int] = set(range(n))
+        self.active: set[int] = set()
         self.unary = [saturate(inst.cost[off[i] : off[i + 1]]) for i in range(n)]
         self.alive = [True] * n
         self.nbrs: list[set[int]] = [set() for _ in range(n)]
@@ -81,6 +85,7 @@ class Work:
         if u > v:
             u, v, t = v, u, t.T
         key = (u, v)
+        self.dirty.update((u, v))
         self.tables[key] = saturate(self.tables[key] + t) if key in self.tables else np.array(t)
         self.nbrs[u].add(v)
         self.nbrs[v].add(u)
@@ -92,6 +97,8 @@ class Work:
 
     def restrict(self, v: int, keep: np.ndarray) -> None:
         """Keep only the values of ``v`` where ``keep`` is true."""
+        self.dirty.add(v)
+        self.dirty.update(self.nbrs[v])
         self.unary[v] = self.unary[v][keep]
         for w in self.nbrs[v]:
             key = (min(v, w), max(v, w))
@@ -102,6 +109,7 @@ class Work:
 
     def fold(self, v: int, u: int, f: np.ndarray) -> None:
         """Remove ``v``, whose value is ``f[value of u]``, folding it into ``u``."""
+        self.dirty.add(u)
         self.unary[u] = saturate(self.unary[u] + self.unary[v][f])
         for w in list(self.nbrs[v]):
             t = self.table(v, w)[f]  # rows: values of u
@@ -116,6 +124,7 @@ class Work:
     def fix(self, v: int) -> None:
         """Remove single-value variable ``v``: its costs become constants."""
         self.offset += int(self.unary[v][0])
+        self.dirty.update(self.nbrs[v])
         for w in list(self.nbrs[v]):
             row = self.table(v, w)[0]
             self.drop_edge(v, w)
@@ -136,56 +145,82 @@ class Work:
     def live_vars(self) -> list[int]:
         return [v for v, a in enumerate(self.alive) if a]
 
+    def touched(self) -> list[int]:
+        """Live variables changed in the previous round or so far in this one."""
+        return [v for v in self.active | self.dirty if self.alive[v]]
+
+    def touched_edges(self) -> list[tuple[int, int]]:
+        keys = {(min(v, w), max(v, w)) for v in self.touched() for w in self.nbrs[v]}
+        return sorted(keys)
+
+    def flat_terms(self):
+        """All memory terms as arrays: owner, range, and usages concatenated (CSR)."""
+        owners = [(v, j) for v in self.live_vars() for j in range(len(self.terms[v]))]
+        terms = [self.terms[v][j] for v, j in owners]
+        lo = np.array([t[0] for t in terms], dtype=np.int64)
+        hi = np.array([t[1] for t in terms], dtype=np.int64)
+        off = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum([len(t[2]) for t in terms], out=off[1:])
+        usage = np.concatenate([t[2] for t in terms]) if terms else np.zeros(0, np.int64)
+        return owners, lo, hi, off, usage
+
     # --- passes ----------------------------------------------------------
     def normalize_memory(self) -> int:
         """Move each term's minimum usage into the fixed load; drop constant terms."""
+        owners, lo, hi, off, usage = self.flat_terms()
+        if not owners:
+            return 0
+        low = np.minimum.reduceat(usage, off[:-1])
+        usage = usage - np.repeat(low, np.diff(off))
+        constant = np.maximum.reduceat(usage, off[:-1]) == 0
         diff = np.zeros(len(self.base) + 1, dtype=np.int64)
-        changed = 0
-        for v in self.live_vars():
-            kept = []
-            for lo, hi, use in self.terms[v]:
-                low = int(use.min())
-                if low:
-                    diff[lo] += low
-                    diff[hi] -= low
-                    use = use - low
-                    changed += 1
-                if use.any():
-                    kept.append((lo, hi, use))
-            changed += len(self.terms[v]) - len(kept)
-            self.terms[v] = kept
+        np.add.at(diff, lo, low)
+        np.add.at(diff, hi, -low)
         self.base += np.cumsum(diff[:-1])
+        changed_terms = np.flatnonzero((low > 0) | constant)
+        rebuilt = {owners[k][0] for k in changed_terms}
+        for v in rebuilt:
+            self.terms[v] = []
+        for k, (v, _) in enumerate(owners):
+            if v in rebuilt and not constant[k]:
+                self.terms[v].append((int(lo[k]), int(hi[k]), usage[off[k] : off[k + 1]]))
         if self.limit is not None and len(self.base) and self.base.max() > self.limit:
             t = int(self.point_time[int(self.base.argmax())])
             raise Infeasible(f"the minimum possible usage exceeds the limit at time {t}")
-        return changed
+        return len(changed_terms)
 
     def prune_memory(self) -> int:
         """Drop values whose extra usage exceeds the slack over the fixed load."""
         if self.limit is None or not len(self.base):
             return 0
-        slack = self.limit - self.base
-        removed = 0
-        for v in self.live_vars():
-            keep = np.ones(len(self.unary[v]), dtype=bool)
-            for lo, hi, use in self.terms[v]:
-                keep &= use <= slack[lo:hi].min()
-            if not keep.all():
-                removed += int((~keep).sum())
-                self.restrict(v, keep)
-        return removed
+        owners, lo, hi, off, usage = self.flat_terms()
+        if not owners:
+            return 0
+        slack = np.append(self.limit - self.base, 0)
+        tightest = np.minimum.reduceat(slack, np.column_stack([lo, hi]).ravel())[::2]
+        bad = usage > np.repeat(tightest, np.diff(off))
+        if not bad.any():
+            return 0
+        drop: dict[int, np.ndarray] = {}
+        for k in np.unique(np.searchsorted(off, np.flatnonzero(bad), side="right") - 1):
+            v = owners[k][0]
+            none = np.zeros(len(self.unary[v]), dtype=bool)
+            drop[v] = drop.get(v, none) | bad[off[k] : off[k + 1]]
+        for v, mask in drop.items():
+            self.restrict(v, ~mask)
+        return int(bad.sum())
 
     def prune_forbidden(self) -> int:
         """Arc consistency: drop values that force a forbidden cost."""
         removed = 0
-        for v in self.live_vars():
+        for v in self.touched():
             keep = self.unary[v] < FORBIDDEN
             if not keep.all():
                 if not keep.any():
                     raise NoCleanSolution(f"every value of node {self.nodes_of[v][0]} is forbidden")
                 removed += int((~keep).sum())
                 self.restrict(v, keep)
-        queue = set(self.live_vars())
+        queue = set(self.touched())
         while queue:
             v = queue.pop()
             keep = np.ones(len(self.unary[v]), dtype=bool)
@@ -220,7 +255,7 @@ class Work:
 
     def merge_functional(self) -> int:
         merged = 0
-        for u, v in list(self.tables):
+        for u, v in self.touched_edges():
             if (u, v) not in self.tables:
                 continue
             allowed = self.tables[(u, v)] < FORBIDDEN
@@ -236,7 +271,10 @@ class Work:
     def fold_separable(self) -> int:
         """Fold tables of the form row[a] + col[b] (all-zero ones included) into unaries."""
         folded = 0
-        for (u, v), t in list(self.tables.items()):
+        for u, v in self.touched_edges():
+            if (u, v) not in self.tables:
+                continue
+            t = self.tables[(u, v)]
             if t.max() >= FORBIDDEN:
                 continue
             row, col = t[:, 0], t[0, :] - t[0, 0]
@@ -364,6 +402,7 @@ def _run(inst: Instance, passes: tuple[str, ...], log: PassLog | None, max_round
     if log:
         log("read", work.stats(), time.perf_counter() - start)
     for _ in range(max_rounds):
+        work.active, work.dirty = work.dirty, set()
         changed = 0
         for name in passes:
             start = time.perf_counter()
