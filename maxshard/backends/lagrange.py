@@ -11,9 +11,11 @@ adds to each value the usage it holds at every point, weighted by ``lam``
 
 1. *relax*: solve the penalised problem with toulbar2 under a short time limit
    (a heuristic here: such solves are rarely proven optimal on large models);
-2. *relink*: walk the best solution toward the relaxed one, taking each
-   variable's relaxed value where memory allows, then *polish* with the local
-   search's memory-feasible descent; keep the result if it is cheaper;
+2. *repair and relink*: repair the relaxed solution greedily until it fits,
+   and walk the best solution toward the relaxed one (each variable takes its
+   relaxed value where memory allows); *polish* both with the local search's
+   memory-feasible descent and the best with a second of iterated local
+   search; keep whatever is cheaper;
 3. *update*: subgradient step ``lam += step * (load - limit)`` (Polyak step
    from the best cost and the relaxed value, shrunk when the relaxed value
    stalls), clipped at zero.
@@ -48,6 +50,12 @@ class Lagrange:
 
     #: toulbar2 CPU seconds per relaxed solve at the start (doubled while it finds nothing)
     relax_seconds = 3
+    #: initial Polyak step factor (1.0 zig-zags between feasible and heavily overloaded)
+    theta = 0.3
+    #: iterated local search on the best solution after every round
+    polish_seconds = 1.0
+    #: greedy repair budget per round (far-off relaxed solutions are left to relinking)
+    repair_seconds = 2.0
 
     def solve(
         self,
@@ -68,12 +76,12 @@ class Lagrange:
 
         lam = np.zeros(len(model.base))
         best_bound: int | None = None
-        theta, stall, best_relaxed = 1.0, 0, -np.inf
-        seconds = self.relax_seconds
+        theta, stall, best_relaxed = self.theta, 0, -np.inf
+        seconds = self.relax_seconds * (1 + seed % 2)  # two workers: short and long relaxed solves
         rounds = 0
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
-            x_r, bound = relax(model, lam, seconds, seed + rounds)
+            x_r, bound = relax(model, lam, seconds, seed + rounds, best_x)
             if bound is not None and (best_bound is None or bound > best_bound):
                 best_bound = bound
             if x_r is None:
@@ -84,7 +92,8 @@ class Lagrange:
             for start in ("repair", "relink"):
                 if start == "repair":
                     search.reset(x_r)
-                    if not repair(search, deadline):
+                    limit = min(deadline, time.monotonic() + self.repair_seconds)
+                    if not repair(search, limit):
                         continue
                 else:
                     search.reset(best_x)
@@ -94,6 +103,11 @@ class Lagrange:
                 if model.cost(search.x) < best_cost and not model.forbidden(search.x):
                     best_x, best_cost = search.x.copy(), model.cost(search.x)
                     report(best_x)
+            # polish: a little iterated local search on the best solution
+            search.reset(best_x)
+            search.iterate(min(deadline, time.monotonic() + self.polish_seconds), report)
+            if model.cost(search.x) < best_cost:
+                best_x, best_cost = search.x.copy(), model.cost(search.x)
             # dual: subgradient step on the memory excess of the relaxed solution
             excess = (model.load(x_r) - model.limit).astype(np.float64)
             relaxed = float(model.cost(x_r)) + float(lam @ excess)
@@ -134,7 +148,7 @@ def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
 
 
 def relax(
-    model: Model, lam: np.ndarray, seconds: int, seed: int
+    model: Model, lam: np.ndarray, seconds: int, seed: int, best: np.ndarray | None = None
 ) -> tuple[np.ndarray | None, int | None]:
     """A good solution of the penalised, memory-free problem, and the lower bound
     on the model's optimum that it proves when toulbar2 finished (else None).
@@ -143,21 +157,35 @@ def relax(
     ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit) = cost(x) + pen(x) -
     sum_p lam_p (limit - base_p)``, and ``pen >= floor(pen)`` value by value;
     the optimum of ``cost + floor(pen)`` is what toulbar2 proved.
+
+    With ``best`` (a fitting solution), toulbar2 only looks for solutions that
+    beat its penalised cost, and ``best`` itself is returned if none is found.
     """
     pen = np.floor(penalties(model, lam)).astype(np.int64)
+    ub = None
+    if best is not None:
+        ub = float(model.cost(best) - model.offset + int(pen[model.dom_off[:-1] + best].sum()))
     unary = np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen)
     from pytoulbar2.pytb2 import Contradiction
 
     try:
-        cfn = toulbar2.build(model, unary, seed, None, memory=False)
-    except Contradiction:  # only forbidden assignments remain: nothing to relax toward
-        return None, None
+        cfn = toulbar2.build(model, unary, seed, ub, memory=False)
+    except Contradiction:  # nothing beats ``best`` (or only forbidden assignments remain)
+        return best, None
     proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
-    if x is None or not proved:
+    if x is None:
+        # proved: nothing beats ``best``, which is then optimal for the penalised problem
+        return best, None if not proved or best is None else _dual(model, lam, pen, best)
+    if not proved:
         return x, None
+    return x, _dual(model, lam, pen, x)
+
+
+def _dual(model: Model, lam: np.ndarray, pen: np.ndarray, x: np.ndarray) -> int:
+    """The Lagrangian bound of an optimal penalised solution ``x`` (see :func:`relax`)."""
     relaxed = model.cost(x) + int(pen[model.dom_off[:-1] + x].sum())
     slack = float(lam @ (model.limit - model.base).astype(np.float64))
-    return x, math.floor(relaxed - slack * (1 + 1e-9) - 1)
+    return math.floor(relaxed - slack * (1 + 1e-9) - 1)
 
 
 def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:
