@@ -71,3 +71,19 @@ def test_lagrangian_bound_never_exceeds_the_optimum(tmp_path, seed):
         _, bound = relax(model, lam, 5, seed)
         assert bound is not None  # tiny problems are always solved to optimality
         assert bound <= best
+
+
+def test_a_search_cut_short_proves_nothing():
+    from maxshard.backends.toulbar2 import PROVED_EMPTY, PROVED_OPTIMAL, _forward
+
+    cut_short = [
+        "Time limit expired... Aborting...\n",
+        "Dual bound: 5\n",
+        "No solution found in 0 backtracks and 103 nodes.\n",
+    ]
+    assert _forward(cut_short, 3, lambda x: None) == 0
+    assert _forward(["No solution in 12 backtracks.\n"], 3, lambda x: None) == PROVED_EMPTY
+    found = []
+    lines = ["New solution: 7 (1 backtracks)\n", " 0 2 1\n", "Optimum: 7 in 3 backtracks\n"]
+    assert _forward(lines, 3, found.append) == PROVED_OPTIMAL
+    assert [x.tolist() for x in found] == [[0, 2, 1]]

@@ -158,8 +158,12 @@ def run(cfn, nv: int, seconds: int, report: Report) -> tuple[bool, np.ndarray | 
 
 
 def _forward(lines, nv: int, report: Report) -> int:
-    """Report each "New solution:" block; return what the search proved."""
-    expect, status = False, 0
+    """Report each "New solution:" block; return what the search proved.
+
+    A search cut short proves nothing: toulbar2 then prints "Time limit
+    expired" and still ends with "No solution found ..." when it found none.
+    """
+    expect, status, expired = False, 0, False
     for line in lines:
         if line.startswith("New solution:"):
             expect = True
@@ -172,4 +176,6 @@ def _forward(lines, nv: int, report: Report) -> int:
             status = PROVED_OPTIMAL
         elif line.startswith("No solution"):
             status = PROVED_EMPTY
-    return status
+        elif "Time limit expired" in line:
+            expired = True
+    return 0 if expired else status
