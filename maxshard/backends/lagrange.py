@@ -86,8 +86,8 @@ class Lagrange:
                 best_bound = bound
                 if best_bound >= best_cost:
                     return Result(Status.OPTIMAL, best_x, best_cost)
-            if x_r is None or x_r is best_x:
-                seconds *= 2  # toulbar2 found nothing new: give it longer next time
+            if x_r is None:
+                seconds *= 2  # toulbar2 found nothing in time: give it longer next time
                 continue
             # primal: repair the relaxed solution, and relink the best one toward it
             cost = np.inf
@@ -148,7 +148,7 @@ def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
 
 
 def relax(
-    model: Model, lam: np.ndarray, seconds: int, seed: int, best: np.ndarray | None = None
+    model: Model, lam: np.ndarray, seconds: int, seed: int
 ) -> tuple[np.ndarray | None, int | None]:
     """A good solution of the penalised, memory-free problem, and the lower bound
     on the model's optimum that it proves when toulbar2 finished (else None).
@@ -158,25 +158,19 @@ def relax(
     sum_p lam_p (limit - base_p)``, and ``pen >= floor(pen)`` value by value;
     the optimum of ``cost + floor(pen)`` is what toulbar2 proved.
 
-    With ``best`` (a fitting solution), toulbar2 only looks for solutions that
-    beat its penalised cost, and ``best`` itself is returned if none is found.
+    (Seeding toulbar2 with the incumbent's penalised cost as upper bound was
+    tried: on S it often found nothing better in time, and rounds stalled.)
     """
     pen = np.floor(penalties(model, lam)).astype(np.int64)
-    ub = None
-    if best is not None:
-        ub = float(model.cost(best) - model.offset + int(pen[model.dom_off[:-1] + best].sum()))
     unary = np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen)
     from pytoulbar2.pytb2 import Contradiction
 
     try:
-        cfn = toulbar2.build(model, unary, seed, ub, memory=False)
-    except Contradiction:  # nothing beats ``best`` (or only forbidden assignments remain)
-        return best, None
+        cfn = toulbar2.build(model, unary, seed, None, memory=False)
+    except Contradiction:  # only forbidden assignments remain: nothing to relax toward
+        return None, None
     proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
-    if x is None:
-        # proved: nothing beats ``best``, which is then optimal for the penalised problem
-        return best, None if not proved or best is None else _dual(model, lam, pen, best)
-    if not proved:
+    if x is None or not proved:
         return x, None
     return x, _dual(model, lam, pen, x)
 
