@@ -109,10 +109,17 @@ def solve_cmd(
     problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
     timeout: Annotated[float, typer.Argument(help="Time budget in seconds.")] = 10.0,
     out: Annotated[Path | None, typer.Option(help="Write a JSON result here.")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed (same seed, same search).")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed of the backends' random choices (results still depend on timing)."),
+    ] = 0,
     backend: Annotated[
         list[str] | None,
-        typer.Option("--backend", "-b", help="Backend to run (repeatable, in order)."),
+        typer.Option(
+            "--backend",
+            "-b",
+            help="Backend to run (repeatable, in order). Default: chosen by model size.",
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
 ) -> None:

@@ -89,27 +89,12 @@ class Lagrange:
             if x_r is None:
                 seconds *= 2  # toulbar2 found nothing in time: give it longer next time
                 continue
-            # primal: repair the relaxed solution, and relink the best one toward it
-            cost = np.inf
-            for start in ("repair", "relink"):
-                if start == "repair":
-                    search.reset(x_r)
-                    limit = min(deadline, time.monotonic() + self.repair_seconds)
-                    if not repair(search, limit):
-                        continue
-                else:
-                    search.reset(best_x)
-                    relink(search, x_r)
-                search.descend(deadline)
-                cost = min(cost, model.cost(search.x))
-                if model.cost(search.x) < best_cost and not model.forbidden(search.x):
-                    best_x, best_cost = search.x.copy(), model.cost(search.x)
+            # primal: solutions built from the relaxed one, polished; keep the cheapest
+            for x in self.primal(search, x_r, best_x, deadline):
+                cost = model.cost(x)
+                if cost < best_cost and not model.forbidden(x):
+                    best_x, best_cost = x, cost
                     report(best_x)
-            # polish: a little iterated local search on the best solution
-            search.reset(best_x)
-            search.iterate(min(deadline, time.monotonic() + self.polish_seconds), report)
-            if model.cost(search.x) < best_cost:
-                best_x, best_cost = search.x.copy(), model.cost(search.x)
             # dual: subgradient step on the memory excess of the relaxed solution
             excess = (model.load(x_r) - model.limit).astype(np.float64)
             relaxed = float(model.cost(x_r)) + float(lam @ excess)
@@ -128,12 +113,37 @@ class Lagrange:
                 print(
                     f"round {rounds} t={time.monotonic():.1f} relaxed={relaxed:.4g} "
                     f"cost_r={model.cost(x_r):.4g} over={int((excess > 0).sum())} "
-                    f"maxover={excess.max():.3g} polished={cost:.4g} best={best_cost:.4g} "
+                    f"maxover={excess.max():.3g} best={best_cost:.4g} "
                     f"theta={theta:.3g}",
                     file=sys.stderr,
                 )
             lam = np.maximum(0.0, lam + step * excess)
         return Result(Status.FEASIBLE, best_x, best_bound)
+
+    def primal(
+        self,
+        search: Search,
+        x_r: np.ndarray,
+        best_x: np.ndarray,
+        deadline: float,
+    ) -> list[np.ndarray]:
+        """Fitting solutions derived from the relaxed solution ``x_r``: repaired and
+        descended; the best one relinked toward it and descended; then a little
+        iterated local search from the best of those."""
+        found = []
+        search.reset(x_r)
+        if repair(search, min(deadline, time.monotonic() + self.repair_seconds)):
+            search.descend(deadline)
+            found.append(search.x.copy())
+        search.reset(best_x)
+        relink(search, x_r)
+        search.descend(deadline)
+        found.append(search.x.copy())
+        search.reset(min([best_x, *found], key=search.model.cost))
+        # its finds reach the caller as the last candidate, in order with the others
+        search.iterate(min(deadline, time.monotonic() + self.polish_seconds), lambda _x: None)
+        found.append(search.x.copy())
+        return found
 
 
 def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
