@@ -17,6 +17,8 @@ Passes
 * ``fold_fixed``: single-value variables become constants;
 * ``fold_isolated``: a variable with no edge and no memory term takes its
   cheapest value;
+* ``fold_leaves``: a variable with one neighbour and no memory term is folded
+  into the neighbour, taking its best value for each of the neighbour's;
 * ``merge_functional``: where an edge's allowed pairs make ``v`` a function of
   ``u``, ``v`` is folded into ``u`` (its costs, edges and memory terms move);
 * ``fold_separable``: tables that are a sum of a row and a column term become
@@ -253,6 +255,19 @@ class Work:
             self.fix(v)
         return len(isolated)
 
+    def fold_leaves(self) -> int:
+        """Eliminate a variable with one neighbour and no memory term: for each value
+        of the neighbour its best value is known, so it is a function of it."""
+        folded = 0
+        for v in self.touched():
+            if not self.alive[v] or self.terms[v] or len(self.nbrs[v]) != 1:
+                continue
+            (u,) = self.nbrs[v]
+            through = self.table(u, v) + self.unary[v][None, :]  # rows: values of u
+            self.fold(v, u, np.argmin(through, axis=1))
+            folded += 1
+        return folded
+
     def merge_functional(self) -> int:
         merged = 0
         for u, v in self.touched_edges():
@@ -377,6 +392,7 @@ PASSES = (
     "prune_forbidden",
     "fold_fixed",
     "fold_isolated",
+    "fold_leaves",
     "merge_functional",
     "fold_separable",
 )

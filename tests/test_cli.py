@@ -121,4 +121,4 @@ def test_info_command():
     out = run(sys.executable, "-m", "maxshard", "info", EXAMPLE, "--reduce")
     assert out.returncode == 0
     assert "nodes: 5" in out.stdout and "| fold_fixed | 3 |" in out.stdout
-    assert "| fold_isolated | 2 |" in out.stdout
+    assert "| fold_leaves | 2 |" in out.stdout and "| fold_isolated | 0 |" in out.stdout

@@ -46,11 +46,12 @@ def test_reduced_optimum_equals_brute_force(tmp_path, case, seed):
     assert reduced_best == best_cost
 
 
-def test_example_reduces_to_two_variables(example):
+def test_example_is_solved_by_presolve(example):
     model = reduce(example)
-    assert model.nv == 2
-    best = min(model.cost(x) for x in model_solutions(model) if model.fits(x))
-    assert best == 445
+    assert model.nv == 0
+    solution = model.reconstruct(np.zeros(0, dtype=np.int64))
+    assert solution.tolist() == [0, 0, 2, 1, 0]
+    assert evaluate(example, solution).cost == model.offset == 445
 
 
 def test_kept_points_are_the_maximal_live_sets(example):
