@@ -79,15 +79,16 @@ class Lagrange:
         theta, stall, best_relaxed = self.theta, 0, -np.inf
         seconds = self.relax_seconds * (1 + seed % 2)  # two workers: short and long relaxed solves
         rounds = 0
+        light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
-            x_r, bound = relax(model, lam, seconds, seed + rounds)
+            x_r, bound = relax(model, lam, seconds, seed + rounds, light)
             if bound is not None and (best_bound is None or bound > best_bound):
                 best_bound = bound
                 if best_bound >= best_cost:
                     return Result(Status.OPTIMAL, best_x, best_cost)
-            if x_r is None:
-                seconds *= 2  # toulbar2 found nothing in time: give it longer next time
+            if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
+                light, seconds = True, seconds * 2 if light else seconds
                 continue
             # primal: solutions built from the relaxed one, polished; keep the cheapest
             for x in self.primal(search, x_r, best_x, deadline):
@@ -158,7 +159,7 @@ def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
 
 
 def relax(
-    model: Model, lam: np.ndarray, seconds: int, seed: int
+    model: Model, lam: np.ndarray, seconds: int, seed: int, light: bool = False
 ) -> tuple[np.ndarray | None, int | None]:
     """A good solution of the penalised, memory-free problem, and the lower bound
     on the model's optimum that it proves when toulbar2 finished (else None).
@@ -167,6 +168,10 @@ def relax(
     ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit) = cost(x) + pen(x) -
     sum_p lam_p (limit - base_p)``, and ``pen >= floor(pen)`` value by value;
     the optimum of ``cost + floor(pen)`` is what toulbar2 proved.
+
+    ``light`` turns toulbar2's preprocessing off: on S (domains up to 853) its
+    preprocessing alone used the 3 s budget and no solution came out, while
+    without it a solution did; on M and N it is the other way round.
 
     (Seeding toulbar2 with the incumbent's penalised cost as upper bound was
     tried: on S it often found nothing better in time, and rounds stalled.)
@@ -177,6 +182,8 @@ def relax(
 
     try:
         cfn = toulbar2.build(model, unary, seed, None, memory=False)
+        if light:
+            cfn.NoPreprocessing()
     except Contradiction:  # only forbidden assignments remain: nothing to relax toward
         return None, None
     proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
