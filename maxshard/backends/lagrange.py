@@ -41,6 +41,7 @@ from ..model import Model
 from . import toulbar2
 from .local import Search
 
+#: MAXSHARD_DEBUG=1 traces every round on stderr (relaxed value, overloaded points, step).
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 
