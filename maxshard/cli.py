@@ -355,8 +355,7 @@ def iopddl(args: list[str]) -> None:
         timeout = float(args[1])
     except ValueError:
         _fail(f"timeout must be a number of seconds, got {args[1]!r}")
-    log = Progress(sys.stdout.fileno())
-    log.live = False  # contest harnesses read stdout as plain lines
+    log = Progress(sys.stdout.fileno(), live=False)  # harnesses read stdout as plain lines
     try:
         _, best, _ = run_solve(Path(args[0]), timeout, log, None, 0)
     except (InputError, UsageError) as exc:

@@ -120,10 +120,10 @@ class Model:
             start = self.dom_off[self.term_var[k]]
             total[start : start + self.term_off[k + 1] - self.term_off[k]] += self.usage_of(k)
         key = total.astype(np.float64) * 4.0 + (self.unary >= FORBIDDEN)
-        return _segment_argmin(key, self.dom_off)
+        return segment_argmin(key, self.dom_off)
 
 
-def _segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:
+def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:
     """Index within each CSR segment of its smallest value (first on ties)."""
     seg = np.repeat(np.arange(len(off) - 1), np.diff(off))
     order = np.lexsort((np.arange(len(values)), values, seg))

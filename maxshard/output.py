@@ -7,7 +7,6 @@ while a progress line is printed cannot split the solution line that follows.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 
 
@@ -24,10 +23,10 @@ def solution_line(solution: Sequence[int] | None) -> str:
 class Progress:
     """Progress lines ``# ...``: one status line redrawn on a terminal, plain lines otherwise."""
 
-    def __init__(self, fd: int, quiet: bool = False) -> None:
+    def __init__(self, fd: int, quiet: bool = False, live: bool | None = None) -> None:
         self.fd = fd
         self.quiet = quiet
-        self.live = os.isatty(fd)
+        self.live = os.isatty(fd) if live is None else live
         self.open_line = False
 
     def __call__(self, message: str) -> None:
@@ -43,7 +42,3 @@ class Progress:
         if self.open_line:
             os.write(self.fd, b"\n")
             self.open_line = False
-
-
-def stderr_fd() -> int:
-    return sys.stderr.fileno()

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
-from ..model import Model
+from ..model import Model, segment_argmin
 
 
 class Highs:
@@ -43,7 +43,7 @@ class Highs:
     ) -> Result:
         import highspy
 
-        mip = build(model)
+        mip = MipForm(model)
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("random_seed", seed)
@@ -79,7 +79,7 @@ class Highs:
         x = None
         if info.primal_solution_status == 2:  # feasible point available
             col = np.asarray(h.getSolution().col_value)[: mip.n_x]
-            x = _argmax_segments(col, model.dom_off)
+            x = segment_argmin(-col, model.dom_off)
             report(x)
         if status == highspy.HighsModelStatus.kOptimal and x is not None:
             return Result(Status.OPTIMAL, x, model.cost(x))
@@ -97,6 +97,8 @@ class MipForm:
 
     def __init__(self, model: Model) -> None:
         self.model = model
+        # memory rows count usage in units of the usages' greatest common divisor
+        self.scale = fold(math.gcd, [int(u) for u in np.unique(model.term_usage) if u], 0) or 1
         nval = int(model.dom_off[-1])
         self.n_x = nval
         costs = [model.unary.astype(np.float64)]
@@ -138,8 +140,7 @@ class MipForm:
 
     def _memory(self, rows, bounds, costs, upper, next_col: int) -> int:
         """Running-sum memory levels: L[p] - L[p-1] - starting + ending usage = 0."""
-        m = self.model
-        scale = fold(math.gcd, [int(u) for u in np.unique(m.term_usage) if u], 0) or 1
+        m, scale = self.model, self.scale
         npts = len(m.base)
         level0 = next_col
         costs.append(np.zeros(npts))
@@ -174,15 +175,5 @@ class MipForm:
             col[off : off + len(a)] = hit
             off += len(a)
         if off < len(col):
-            scale = fold(math.gcd, [int(u) for u in np.unique(m.term_usage) if u], 0) or 1
-            col[off:] = (m.load(x) - m.base) // scale
+            col[off:] = (m.load(x) - m.base) // self.scale
         return col
-
-
-build = MipForm
-
-
-def _argmax_segments(values: np.ndarray, off: np.ndarray) -> np.ndarray:
-    return np.array(
-        [int(np.argmax(values[off[v] : off[v + 1]])) for v in range(len(off) - 1)], dtype=np.int64
-    )

@@ -215,11 +215,11 @@ def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:
         best = (np.inf, -1, -1)
         for v in np.unique(model.term_var[(model.term_lo <= p) & (p < model.term_hi)]):
             v = int(v)
-            rng, use = search.ranges[v], search.usage[v]
-            extra = use - use[:, search.x[v], None]
+            rng = search.ranges[v]
+            extra = search.extra(v)
             at_p = int(np.flatnonzero((rng[0::2] <= p) & (p < rng[1::2]))[0])
             saved = -extra[at_p]
-            peak = np.maximum.reduceat(search.load, rng)[::2]
+            peak = search.peaks(v)
             harmless = ((extra <= 0) | (extra <= (search.limit - peak)[:, None])).all(axis=0)
             ok = harmless & (saved > 0)
             if not ok.any():

@@ -93,13 +93,20 @@ class Search:
         cost = self.unary[v].copy()
         for w, t in self.adj[v]:
             cost += t[:, self.x[w]]
-        rng = self.ranges[v]
-        if rng is None:
+        if self.ranges[v] is None:
             return cost, np.ones(len(cost), dtype=bool)
+        extra = self.extra(v)
+        return cost, (extra <= (self.limit - self.peaks(v))[:, None]).all(axis=0)
+
+    def peaks(self, v: int) -> np.ndarray:
+        """Highest current load over each of ``v``'s term ranges (one ``reduceat``
+        over the interleaved [lo, hi] bounds; the odd slots are the gaps between)."""
+        return np.maximum.reduceat(self.load, self.ranges[v])[::2]
+
+    def extra(self, v: int) -> np.ndarray:
+        """Usage change per term (rows) if ``v`` took each value (columns)."""
         use = self.usage[v]
-        peak = np.maximum.reduceat(self.load, rng)[::2]
-        extra = use - use[:, self.x[v], None]
-        return cost, (extra <= (self.limit - peak)[:, None]).all(axis=0)
+        return use - use[:, self.x[v], None]
 
     def move(self, v: int, value: int) -> None:
         rng = self.ranges[v]

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
-from ..model import Model
+from ..model import Model, segment_argmin
 
 
 class RC2:
@@ -72,14 +72,8 @@ class RC2:
                 assignment = solver.compute()
                 if assignment is None:
                     return Result(Status.INFEASIBLE)
-                chosen = np.array(assignment[:nval]) > 0
-                x = np.array(
-                    [
-                        int(np.argmax(chosen[model.dom_off[v] : model.dom_off[v + 1]]))
-                        for v in range(model.nv)
-                    ],
-                    dtype=np.int64,
-                )
+                chosen = (np.array(assignment[:nval]) > 0).astype(np.int64)
+                x = segment_argmin(-chosen, model.dom_off)  # the true literal of each variable
                 cut = _memory_cut(model, x)
                 if cut is None:
                     report(x)
