@@ -22,6 +22,7 @@ def generate(
     tightness: float = 0.3,
     functional: float = 0.2,
     horizon: int = 20,
+    idle: float = 0.1,
     seed: int = 0,
 ) -> dict:
     rng = np.random.default_rng(seed)
@@ -33,7 +34,7 @@ def generate(
         c[rng.random(s) < forbidden / 2] = FORBIDDEN
         costs.append(c.tolist())
         usages.append(rng.integers(0, 20, size=s).tolist())
-        if rng.random() < 0.1:
+        if rng.random() < idle:  # never live: no memory
             intervals.append([0, 0])
         else:
             lo = int(rng.integers(0, horizon))

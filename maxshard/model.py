@@ -13,17 +13,33 @@ every solution without forbidden picks; the evaluator re-costs every answer.
 
 ``reconstruct`` maps a model solution back to a full contest solution: node
 ``i`` is either fixed (``node_fixed[i]``) or follows variable ``node_var[i]``
-through ``node_map[map_off[i] + value]``.
+through ``node_map[map_off[i] + value]``, or was eliminated by a degree-2
+elimination (an :class:`Elimination`, undone last-eliminated first). Nodes from
+``n_nodes`` on are *virtual*: they track the value an eliminated variable's two
+neighbours had when it was eliminated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from .evaluate import exact_sum
 from .instance import FORBIDDEN, Instance
+
+
+class Elimination(NamedTuple):
+    """A variable removed between two neighbours: its best value for each pair of
+    theirs is ``choice[left value, right value]``; node ``nodes[k]`` then takes
+    strategy ``maps[k, choice]``. ``left``/``right`` are (virtual) node ids."""
+
+    nodes: np.ndarray
+    maps: np.ndarray
+    left: int
+    right: int
+    choice: np.ndarray
 
 
 @dataclass(eq=False)
@@ -47,6 +63,8 @@ class Model:
     node_fixed: np.ndarray  # int64[n], the strategy of a fixed node, else -1
     map_off: np.ndarray  # int64[n+1]
     node_map: np.ndarray  # int64
+    n_nodes: int = -1  # real contest nodes; -1: all of node_var
+    eliminations: list[Elimination] = field(default_factory=list)
 
     # --- sizes -----------------------------------------------------------
     @property
@@ -111,7 +129,9 @@ class Model:
         sol = self.node_fixed.copy()
         free = np.flatnonzero(self.node_var >= 0)
         sol[free] = self.node_map[self.map_off[free] + x[self.node_var[free]]]
-        return sol
+        for e in reversed(self.eliminations):
+            sol[e.nodes] = e.maps[:, e.choice[sol[e.left], sol[e.right]]]
+        return sol if self.n_nodes < 0 else sol[: self.n_nodes]
 
     def min_usage_solution(self) -> np.ndarray:
         """Per variable, the value with the smallest total usage over its terms."""
@@ -121,6 +141,39 @@ class Model:
             total[start : start + self.term_off[k + 1] - self.term_off[k]] += self.usage_of(k)
         key = total.astype(np.float64) * 4.0 + (self.unary >= FORBIDDEN)
         return segment_argmin(key, self.dom_off)
+
+
+def running_sum(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The memory constraints in running-sum form, as CSR rows over the kept points.
+
+    With ``L[-1] = 0`` and ``L[p] = L[p-1] + sum(delta[k] * x[value[k]])`` over
+    row ``p``'s entries ``k`` (``x`` the 0/1 indicator of a value, indexed
+    globally as ``dom_off[var] + j``), ``L[p]`` is the variable load at point
+    ``p``, and memory holds iff ``L[p] <= limit - base[p]`` everywhere. A term
+    enters with ``+usage`` where it starts and ``-usage`` where it ends, so
+    the form has two entries per term value instead of one per covered point.
+    Returns ``(row_off, value, delta)``.
+    """
+    npts = len(model.base)
+    sizes = np.diff(model.term_off)
+    value = np.repeat(model.dom_off[model.term_var], sizes) + (
+        np.arange(len(model.term_usage)) - np.repeat(model.term_off[:-1], sizes)
+    )
+    use = model.term_usage
+    ends = np.repeat(model.term_hi, sizes)
+    at_end = ends < npts  # a term reaching past the last point never ends
+    point = np.concatenate([np.repeat(model.term_lo, sizes), ends[at_end]])
+    value = np.concatenate([value, value[at_end]])
+    delta = np.concatenate([use, -use[at_end]])
+    key = point * max(1, int(model.dom_off[-1])) + value
+    keys, where = np.unique(key, return_inverse=True)
+    total = np.zeros(len(keys), dtype=np.int64)
+    np.add.at(total, where, delta)
+    nonzero = total != 0
+    keys, total = keys[nonzero], total[nonzero]
+    rows = keys // max(1, int(model.dom_off[-1]))
+    row_off = np.searchsorted(rows, np.arange(npts + 1))
+    return row_off, keys % max(1, int(model.dom_off[-1])), total
 
 
 def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:

@@ -27,13 +27,19 @@ Passes
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from .instance import FORBIDDEN, Instance
-from .model import Model, kept_points, saturate
+from .model import Elimination, Model, kept_points, saturate
+
+#: Largest (left x middle x right) cost cube a degree-2 elimination builds.
+ELIMINATION_WORK = 4_000_000
+#: Largest pairwise comparison (values^2 x features) the dominance test makes.
+DOMINANCE_WORK = 4_000_000
 
 
 class Infeasible(Exception):
@@ -47,19 +53,39 @@ class NoCleanSolution(Exception):
 class Work:
     """Editable model: lists of per-variable arrays and a dict of edge tables."""
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: Instance, clean: bool = False) -> None:
         n = inst.n
         off = inst.strat_off
         # Variables whose costs, tables or domains changed: the consistency and
         # merging passes look only at these (and their edges) in the next round.
         self.dirty: set[int] = set(range(n))
+        # Variables changed since their last dominance test.
+        self.unchecked: set[int] = set(range(n))
         self.active: set[int] = set()
-        self.unary = [saturate(inst.cost[off[i] : off[i + 1]]) for i in range(n)]
-        self.alive = [True] * n
+        # Variables whose forbidden supports may have changed since the last
+        # arc-consistency sweep: new or merged tables, shrunk neighbours.
+        self.ac_queue: set[tuple[int, int]] = set()
+        self.ac_unary: set[int] = set()
+        self.building = True
+        # Tables start as views into one saturated copy; edits always replace
+        # an array, never write into it.
+        cost, edge_cost = saturate(inst.cost), saturate(inst.edge_cost)
+        self.unary = [cost[off[i] : off[i + 1]] for i in range(n)]
+        self.alive = np.ones(n, dtype=bool)
         self.nbrs: list[set[int]] = [set() for _ in range(n)]
         self.tables: dict[tuple[int, int], np.ndarray] = {}
-        for e in range(inst.m):
-            self.add_table(int(inst.edge_u[e]), int(inst.edge_v[e]), saturate(inst.edge_table(e)))
+        ncols = np.diff(off)[inst.edge_v].tolist()
+        starts = inst.edge_off.tolist()
+        edges = zip(inst.edge_u.tolist(), inst.edge_v.tolist(), strict=True)
+        for e, (u, v) in enumerate(edges):
+            t = edge_cost[starts[e] : starts[e + 1]].reshape(-1, ncols[e])
+            if u < v and (u, v) not in self.tables:  # the common case, kept fast
+                self.tables[(u, v)] = t
+                self.nbrs[u].add(v)
+                self.nbrs[v].add(u)
+            else:
+                self.add_table(u, v, t)
+        self.building = False
 
         self.point_time = kept_points(inst)
         self.base = np.zeros(len(self.point_time), dtype=np.int64)
@@ -74,8 +100,24 @@ class Work:
         self.nodes_of: list[list[int]] = [[i] for i in range(n)]
         self.node_map: list[np.ndarray | None] = [np.arange(off[i + 1] - off[i]) for i in range(n)]
         self.node_fixed = np.full(n, -1, dtype=np.int64)
+        self.eliminations: list[Elimination] = []
+        merged, self.ac_queue = self.ac_queue, set()
+        if clean:
+            allowed = forbidden_free_values(inst)
+            for v in np.flatnonzero(np.logical_and.reduceat(allowed, off[:-1]) == 0):
+                keep = allowed[off[v] : off[v + 1]]
+                if not keep.any():
+                    raise NoCleanSolution(f"node {v} has no value without a forbidden cost")
+                self.restrict(int(v), keep)
+        # the sweep above covered every table, except where parallel edges merged
+        self.ac_queue = merged if clean else set(self.tables)
+        self.ac_unary = self.ac_unary if clean else set(range(n))
 
     # --- primitive edits -------------------------------------------------
+    def _touch(self, *vs: int) -> None:
+        self.dirty.update(vs)
+        self.unchecked.update(vs)
+
     def table(self, u: int, v: int) -> np.ndarray:
         """Table of edge (u, v) with rows indexed by u's values."""
         return self.tables[(u, v)] if u < v else self.tables[(v, u)].T
@@ -83,12 +125,17 @@ class Work:
     def add_table(self, u: int, v: int, t: np.ndarray) -> None:
         if u == v:
             self.unary[u] = saturate(self.unary[u] + np.diagonal(t))
+            self.ac_unary.add(u)
             return
         if u > v:
             u, v, t = v, u, t.T
         key = (u, v)
-        self.dirty.update((u, v))
-        self.tables[key] = saturate(self.tables[key] + t) if key in self.tables else np.array(t)
+        self._touch(u, v)
+        old = self.tables.get(key)
+        if old is not None or not self.building:
+            self.ac_queue.add(key)
+        # arrays are never written in place, so a (transposed) view may be kept
+        self.tables[key] = t if old is None else saturate(old + t)
         self.nbrs[u].add(v)
         self.nbrs[v].add(u)
 
@@ -99,8 +146,8 @@ class Work:
 
     def restrict(self, v: int, keep: np.ndarray) -> None:
         """Keep only the values of ``v`` where ``keep`` is true."""
-        self.dirty.add(v)
-        self.dirty.update(self.nbrs[v])
+        self._touch(v, *self.nbrs[v])
+        self.ac_queue.update((min(v, w), max(v, w)) for w in self.nbrs[v])
         self.unary[v] = self.unary[v][keep]
         for w in self.nbrs[v]:
             key = (min(v, w), max(v, w))
@@ -111,12 +158,15 @@ class Work:
 
     def fold(self, v: int, u: int, f: np.ndarray) -> None:
         """Remove ``v``, whose value is ``f[value of u]``, folding it into ``u``."""
-        self.dirty.add(u)
+        self._touch(u)
         self.unary[u] = saturate(self.unary[u] + self.unary[v][f])
-        for w in list(self.nbrs[v]):
-            t = self.table(v, w)[f]  # rows: values of u
-            self.drop_edge(v, w)
-            self.add_table(u, w, t)
+        if self.unary[u].max() >= FORBIDDEN:
+            self.ac_unary.add(u)
+        for w in self.nbrs[v]:
+            t = self.tables.pop((v, w)) if v < w else self.tables.pop((w, v)).T
+            self.nbrs[w].discard(v)
+            self.add_table(u, w, t[f])  # rows: values of u
+        self.nbrs[v] = set()
         self.terms[u].extend((lo, hi, use[f]) for lo, hi, use in self.terms[v])
         for i in self.nodes_of[v]:
             self.node_map[i] = self.node_map[i][f]
@@ -126,7 +176,8 @@ class Work:
     def fix(self, v: int) -> None:
         """Remove single-value variable ``v``: its costs become constants."""
         self.offset += int(self.unary[v][0])
-        self.dirty.update(self.nbrs[v])
+        self._touch(*self.nbrs[v])
+        self.ac_unary.update(self.nbrs[v])
         for w in list(self.nbrs[v]):
             row = self.table(v, w)[0]
             self.drop_edge(v, w)
@@ -145,7 +196,7 @@ class Work:
         self.unary[v] = self.unary[v][:0]
 
     def live_vars(self) -> list[int]:
-        return [v for v, a in enumerate(self.alive) if a]
+        return np.flatnonzero(self.alive).tolist()
 
     def touched(self) -> list[int]:
         """Live variables changed in the previous round or so far in this one."""
@@ -213,31 +264,89 @@ class Work:
         return int(bad.sum())
 
     def prune_forbidden(self) -> int:
-        """Arc consistency: drop values that force a forbidden cost."""
+        """Arc consistency: drop values that force a forbidden cost.
+
+        Only tables queued since the last sweep are looked at: new or merged
+        ones and those whose other side lost values."""
         removed = 0
-        for v in self.touched():
+        unary, self.ac_unary = self.ac_unary, set()
+        for v in unary:
             keep = self.unary[v] < FORBIDDEN
-            if not keep.all():
-                if not keep.any():
-                    raise NoCleanSolution(f"every value of node {self.nodes_of[v][0]} is forbidden")
-                removed += int((~keep).sum())
-                self.restrict(v, keep)
-        queue = set(self.touched())
-        while queue:
-            v = queue.pop()
-            keep = np.ones(len(self.unary[v]), dtype=bool)
-            for w in self.nbrs[v]:
-                keep &= (self.table(v, w) < FORBIDDEN).any(axis=1)
-            if keep.all():
+            if self.alive[v] and not keep.all():
+                removed += self._keep(v, keep)
+        while self.ac_queue:
+            key = self.ac_queue.pop()
+            t = self.tables.get(key)
+            if t is None:
                 continue
-            if not keep.any():
-                raise NoCleanSolution(
-                    f"node {self.nodes_of[v][0]} has no value without a forbidden cost"
-                )
-            removed += int((~keep).sum())
-            self.restrict(v, keep)
-            queue |= self.nbrs[v]
+            allowed = t < FORBIDDEN
+            rows, cols = allowed.any(axis=1), allowed.any(axis=0)
+            if not rows.all():
+                removed += self._keep(key[0], rows)
+            if not cols.all():
+                removed += self._keep(key[1], cols)
         return removed
+
+    def _keep(self, v: int, keep: np.ndarray) -> int:
+        if not keep.any():
+            node = self.nodes_of[v][0]
+            raise NoCleanSolution(f"node {node} has no value without a forbidden cost")
+        self.restrict(v, keep)
+        return int((~keep).sum())
+
+    def prune_dominated(self) -> int:
+        """Drop value ``b`` when another value ``a`` is no worse anywhere: unary
+        cost, usage in every memory term and every entry of every incident
+        table. Switching ``b`` to ``a`` then never costs more nor uses more
+        memory (equal values: the first is kept)."""
+        removed = 0
+        queue, self.unchecked = self.unchecked, set()
+        for v in queue:
+            d = len(self.unary[v])
+            if not self.alive[v] or d < 2:
+                continue
+            parts = [self.unary[v][:, None]] + [use[:, None] for _, _, use in self.terms[v]]
+            parts += [self.table(v, w) for w in self.nbrs[v]]
+            if d * d * sum(p.shape[1] for p in parts) > DOMINANCE_WORK:
+                continue
+            features = np.hstack(parts)
+            no_worse = (features[:, None, :] <= features[None, :, :]).all(axis=2)  # [a, b]
+            first = np.arange(d)[:, None] < np.arange(d)[None, :]
+            beats = no_worse & (~no_worse.T | first)
+            np.fill_diagonal(beats, False)
+            dominated = beats.any(axis=0)
+            if dominated.any():
+                removed += int(dominated.sum())
+                self.restrict(v, ~dominated)
+        return removed
+
+    def prune_points(self) -> int:
+        """Drop time point ``p`` when another point ``q`` lies inside every memory
+        term covering ``p`` and has at least its fixed load: the check at ``q``
+        implies the one at ``p``. Ties go to the later point, so every dropped
+        point has a kept dominator."""
+        npts = len(self.base)
+        if self.limit is None or npts < 2:
+            return 0
+        for v in self.live_vars():  # one term per stretch of constant usage
+            self.terms[v] = _profile(self.terms[v])
+        owners, lo, hi, off, usage = self.flat_terms()
+        first, last = _covering_range(lo, hi, npts)
+        rank = np.empty(npts, dtype=np.int64)
+        rank[np.lexsort((np.arange(npts), self.base))] = np.arange(npts)
+        dropped = _range_max(rank, first, last) > rank
+        if not dropped.any():
+            return 0
+        before = _offsets((~dropped).astype(np.int64))  # kept points before each point
+        self.point_time = self.point_time[~dropped]
+        self.base = self.base[~dropped]
+        new_lo, new_hi = before[lo], before[hi]
+        for v, _ in owners:
+            self.terms[v] = []
+        for k, (v, _) in enumerate(owners):
+            if new_lo[k] < new_hi[k]:
+                self.terms[v].append((int(new_lo[k]), int(new_hi[k]), usage[off[k] : off[k + 1]]))
+        return int(dropped.sum())
 
     def fold_fixed(self) -> int:
         fixed = [v for v in self.live_vars() if len(self.unary[v]) == 1]
@@ -268,15 +377,59 @@ class Work:
             folded += 1
         return folded
 
+    def eliminate_degree2(self) -> int:
+        """Eliminate a variable with two neighbours and no memory term: the table
+        between the neighbours gets, for each pair of their values, the best
+        cost through it (PBQP's R2 reduction)."""
+        eliminated = 0
+        for v in self.touched():
+            if not self.alive[v] or self.terms[v] or len(self.nbrs[v]) != 2:
+                continue
+            u, w = sorted(self.nbrs[v])
+            left, right = self.table(u, v), self.table(v, w)
+            if left.shape[0] * left.shape[1] * right.shape[1] > ELIMINATION_WORK:
+                continue
+            through = left[:, :, None] + self.unary[v][None, :, None] + right[None, :, :]
+            choice = through.argmin(axis=1)  # [value of u, value of w]
+            best = saturate(np.take_along_axis(through, choice[:, None, :], axis=1)[:, 0, :])
+            nodes = self.nodes_of[v]
+            self.eliminations.append(
+                Elimination(
+                    nodes=np.array(nodes, dtype=np.int64),
+                    maps=np.array([self.node_map[i] for i in nodes], dtype=np.int64),
+                    left=self._virtual_node(u),
+                    right=self._virtual_node(w),
+                    choice=choice,
+                )
+            )
+            for i in nodes:
+                self.node_map[i] = None
+            self.drop_edge(u, v)
+            self.drop_edge(v, w)
+            self.add_table(u, w, best)
+            self._kill(v)
+            eliminated += 1
+        return eliminated
+
+    def _virtual_node(self, v: int) -> int:
+        """A new node that follows ``v``'s current value through later folds."""
+        i = len(self.node_map)
+        self.node_map.append(np.arange(len(self.unary[v])))
+        self.node_fixed = np.append(self.node_fixed, -1)
+        self.nodes_of[v].append(i)
+        return i
+
     def merge_functional(self) -> int:
         merged = 0
         for u, v in self.touched_edges():
             if (u, v) not in self.tables:
                 continue
             allowed = self.tables[(u, v)] < FORBIDDEN
-            if (allowed.sum(axis=1) == 1).all():
+            rows, cols = allowed.shape
+            count = np.count_nonzero(allowed)  # a cheap filter before the exact test
+            if count == rows and (allowed.sum(axis=1) == 1).all():
                 self.fold(v, u, allowed.argmax(axis=1))
-            elif (allowed.sum(axis=0) == 1).all():
+            elif count == cols and (allowed.sum(axis=0) == 1).all():
                 self.fold(u, v, allowed.argmax(axis=0))
             else:
                 continue
@@ -287,9 +440,9 @@ class Work:
         """Fold tables of the form row[a] + col[b] (all-zero ones included) into unaries."""
         folded = 0
         for u, v in self.touched_edges():
-            if (u, v) not in self.tables:
-                continue
-            t = self.tables[(u, v)]
+            t = self.tables.get((u, v))
+            if t is None or (t.shape[0] > 1 and t[0, 0] + t[-1, -1] != t[0, -1] + t[-1, 0]):
+                continue  # a 2x2 minor already shows it is not separable
             if t.max() >= FORBIDDEN:
                 continue
             row, col = t[:, 0], t[0, :] - t[0, 0]
@@ -347,13 +500,96 @@ class Work:
             node_fixed=self.node_fixed.copy(),
             map_off=_offsets(np.array([len(a) for a in maps], dtype=np.int64)),
             node_map=_concat(maps),
+            n_nodes=len(self.alive),
+            eliminations=list(self.eliminations),
         )
+
+
+def forbidden_free_values(inst: Instance) -> np.ndarray:
+    """Arc consistency on forbidden costs, vectorised over all table entries.
+
+    Returns a mask over all strategies: false where a strategy has a forbidden
+    cost or, on some edge, no allowed partner among the other node's remaining
+    strategies. Each sweep looks at every entry at once; sweeps repeat until
+    one removes nothing (three on benchmark A).
+    """
+    alive = inst.cost < FORBIDDEN
+    if not inst.m:
+        return alive
+    dom = np.diff(inst.strat_off)
+    du, dv = dom[inst.edge_u], dom[inst.edge_v]
+    row_edge = np.repeat(np.arange(inst.m), du)  # the edge of each table row
+    col_edge = np.repeat(np.arange(inst.m), dv)
+    row_val = inst.strat_off[inst.edge_u][row_edge] + _ranks(du)  # its strategy of u
+    col_val = inst.strat_off[inst.edge_v][col_edge] + _ranks(dv)
+    row_len = dv[row_edge]
+    idx = np.int32 if len(inst.edge_cost) < 2**31 else np.int64
+    entry_row = np.repeat(np.arange(len(row_val), dtype=idx), row_len)
+    col_start = _offsets(dv)[:-1][row_edge]  # first column slot of each row's edge
+    entry_col = np.arange(len(inst.edge_cost), dtype=idx) - np.repeat(
+        (_offsets(row_len)[:-1] - col_start).astype(idx), row_len
+    )
+    allowed = inst.edge_cost < FORBIDDEN
+    while True:
+        ok = allowed & alive[row_val][entry_row] & alive[col_val][entry_col]
+        row_ok = np.logical_or.reduceat(ok, _offsets(row_len)[:-1])
+        col_ok = np.zeros(len(col_val), dtype=bool)
+        col_ok[entry_col[ok]] = True
+        dead = np.concatenate([row_val[~row_ok], col_val[~col_ok]])
+        dead = dead[alive[dead]]
+        if not len(dead):
+            return alive
+        alive[dead] = False
+
+
+def _covering_range(lo: np.ndarray, hi: np.ndarray, npts: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each point, the intersection ``[first, last)`` of the ranges covering it
+    (all points when none does), by one sweep with two lazy heaps."""
+    first = np.zeros(npts, dtype=np.int64)
+    last = np.full(npts, npts, dtype=np.int64)
+    order = np.argsort(lo, kind="stable").tolist()
+    lo_list, hi_list = lo.tolist(), hi.tolist()
+    starts: list[tuple[int, int]] = []  # (-lo, hi) of open ranges
+    ends: list[int] = []
+    k = 0
+    for p in range(npts):
+        while k < len(order) and lo_list[order[k]] <= p:
+            t = order[k]
+            heapq.heappush(starts, (-lo_list[t], hi_list[t]))
+            heapq.heappush(ends, hi_list[t])
+            k += 1
+        while starts and starts[0][1] <= p:
+            heapq.heappop(starts)
+        while ends and ends[0] <= p:
+            heapq.heappop(ends)
+        if starts:
+            first[p], last[p] = -starts[0][0], ends[0]
+    return first, last
+
+
+def _range_max(a: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """``max(a[first[i]:last[i]])`` for every i (non-empty ranges), by a sparse table."""
+    levels = [a]
+    while 2 ** len(levels) <= len(a):
+        prev, step = levels[-1], 2 ** (len(levels) - 1)
+        levels.append(np.maximum(prev[:-step], prev[step:]))
+    k = np.floor(np.log2(last - first)).astype(np.int64)
+    out = np.empty(len(first), dtype=a.dtype)
+    for j in np.unique(k):
+        sel = k == j
+        out[sel] = np.maximum(levels[j][first[sel]], levels[j][last[sel] - 2**j])
+    return out
+
+
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """0, 1, ..., k-1 for each length k, concatenated."""
+    return np.arange(int(lengths.sum())) - np.repeat(_offsets(lengths)[:-1], lengths)
 
 
 def _profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
     """One variable's terms as non-overlapping ranges, so each point counts a value once."""
-    if len(terms) <= 1:
-        return terms
+    if all(a[1] <= b[0] for a, b in zip(terms, terms[1:], strict=False)):
+        return terms  # already sorted and disjoint
     cuts = sorted({c for lo, hi, _ in terms for c in (lo, hi)})
     pos = {c: i for i, c in enumerate(cuts)}
     diff = np.zeros((len(cuts), len(terms[0][2])), dtype=np.int64)
@@ -393,9 +629,12 @@ PASSES = (
     "fold_fixed",
     "fold_isolated",
     "fold_leaves",
+    "eliminate_degree2",
     "merge_functional",
     "fold_separable",
 )
+#: Slower passes, run when the others have reached a fixpoint.
+LATE_PASSES = ("prune_points", "prune_dominated")
 
 
 def reduce(inst: Instance, log: PassLog | None = None, max_rounds: int = 200) -> Model:
@@ -414,18 +653,22 @@ def reduce(inst: Instance, log: PassLog | None = None, max_rounds: int = 200) ->
 
 def _run(inst: Instance, passes: tuple[str, ...], log: PassLog | None, max_rounds: int) -> Model:
     start = time.perf_counter()
-    work = Work(inst)
+    work = Work(inst, clean="prune_forbidden" in passes)
     if log:
         log("read", work.stats(), time.perf_counter() - start)
     for _ in range(max_rounds):
         work.active, work.dirty = work.dirty, set()
-        changed = 0
-        for name in passes:
-            start = time.perf_counter()
-            changes = getattr(work, name)()
-            changed += changes
-            if log and changes:
-                log(name, work.stats(), time.perf_counter() - start)
-        if not changed:
+        if not _run_passes(work, passes, log) and not _run_passes(work, LATE_PASSES, log):
             break
     return work.to_model()
+
+
+def _run_passes(work: Work, passes: tuple[str, ...], log: PassLog | None) -> int:
+    changed = 0
+    for name in passes:
+        start = time.perf_counter()
+        changes = getattr(work, name)()
+        changed += changes
+        if log and changes:
+            log(name, work.stats(), time.perf_counter() - start)
+    return changed

@@ -6,14 +6,19 @@ import numpy as np
 import pytest
 
 from maxshard.evaluate import evaluate
-from maxshard.model import kept_points
-from maxshard.reduce import Infeasible, reduce
+from maxshard.instance import FORBIDDEN
+from maxshard.model import kept_points, running_sum
+from maxshard.reader import read_instance
+from maxshard.reduce import Infeasible, forbidden_free_values, reduce
 
-from .conftest import brute_force, generated
+from .conftest import brute_force, generated, write_problem
 
 CASES = [
     dict(nodes=n, max_strategies=s, forbidden=f, tightness=t, functional=0.5)
     for n, s, f, t in itertools.product((4, 6), (2, 3), (0.0, 0.15), (-0.1, 0.0, 0.3, 1.0))
+] + [  # many nodes without memory: degree-2 eliminations
+    dict(nodes=7, max_strategies=3, forbidden=f, tightness=t, functional=0.2, idle=0.7)
+    for f, t in itertools.product((0.0, 0.15), (0.0, 0.3))
 ]
 
 
@@ -25,7 +30,11 @@ def model_solutions(model):
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_reduced_optimum_equals_brute_force(tmp_path, case, seed):
-    inst = generated(tmp_path, seed, **case)
+    check_against_brute_force(generated(tmp_path, seed, **case))
+
+
+def check_against_brute_force(inst):
+    """Every reduced solution reconstructs exactly; the reduced optimum is the optimum."""
     best_cost, _ = brute_force(inst)
     try:
         model = reduce(inst)
@@ -33,7 +42,7 @@ def test_reduced_optimum_equals_brute_force(tmp_path, case, seed):
         # then no assignment at all fits in memory
         for sol in itertools.product(*(range(k) for k in inst.n_strategies)):
             assert not evaluate(inst, np.array(sol)).feasible
-        return
+        return None
     reduced_best = None
     for x in model_solutions(model):
         ev = evaluate(inst, model.reconstruct(x))
@@ -44,6 +53,7 @@ def test_reduced_optimum_equals_brute_force(tmp_path, case, seed):
             if ev.feasible and (reduced_best is None or ev.cost < reduced_best):
                 reduced_best = ev.cost
     assert reduced_best == best_cost
+    return model
 
 
 def test_example_is_solved_by_presolve(example):
@@ -70,3 +80,87 @@ def test_infeasible_limit_is_detected(tmp_path):
     if usage_needed:
         with pytest.raises(Infeasible):
             reduce(inst)
+
+
+def problem(intervals, costs, usages, pairs, tables, limit):
+    nodes = {"intervals": intervals, "costs": costs, "usages": usages}
+    edges = {"nodes": pairs, "costs": tables}
+    return {"problem": {"name": "t", "nodes": nodes, "edges": edges, "usage_limit": limit}}
+
+
+def test_degree2_variables_are_eliminated(tmp_path):
+    # a ring of five nodes that are never live: each has two neighbours, no memory
+    rng = np.random.default_rng(5)
+    pairs = [[i, (i + 1) % 5] for i in range(5)]
+    tables = [rng.integers(0, 50, size=9).tolist() for _ in pairs]
+    costs = [rng.integers(0, 50, size=3).tolist() for _ in range(5)]
+    prob = problem([[0, 0]] * 5, costs, [[1, 2, 3]] * 5, pairs, tables, 10)
+    inst = read_instance(write_problem(tmp_path / "ring.json", prob))
+    model = check_against_brute_force(inst)
+    assert model.eliminations
+    assert model.nv < 5
+
+
+def test_dominated_values_are_dropped(tmp_path):
+    # node 0 (alone, live): value 1 costs and uses more than value 0; value 2 is a
+    # real trade-off (dearer, smaller)
+    prob = problem([[0, 2], [0, 2]], [[5, 7, 9], [0, 0]], [[4, 6, 1], [3, 1]], [], [], 8)
+    inst = read_instance(write_problem(tmp_path / "dom.json", prob))
+    model = check_against_brute_force(inst)
+    kept = model.node_map[model.map_off[0] : model.map_off[1]]
+    assert sorted(kept.tolist()) == [0, 2]
+
+
+def test_dominated_time_points_are_dropped(tmp_path):
+    # live sets {a, f1} on [0, 3) and {a, v, f2} on [3, 6) are both maximal, but
+    # f1 and f2 have one strategy: the second point carries a's usage and more
+    # fixed load (f2 >= f1), so its check implies the first one's
+    prob = problem(
+        [[0, 6], [0, 3], [3, 6], [3, 6]],
+        [[1, 2], [0], [0, 3], [0]],
+        [[5, 1], [3], [6, 2], [4]],
+        [],
+        [],
+        12,
+    )
+    inst = read_instance(write_problem(tmp_path / "pts.json", prob))
+    assert len(kept_points(inst)) == 2
+    model = check_against_brute_force(inst)
+    assert model.nv == 2 and model.point_time.tolist() == [3]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_vectorised_arc_consistency_matches_the_definition(tmp_path, seed):
+    inst = generated(tmp_path, seed, nodes=8, max_strategies=4, forbidden=0.4, functional=0.3)
+    alive = inst.cost < FORBIDDEN
+    changed = True
+    while changed:  # the textbook fixpoint, one edge at a time
+        changed = False
+        for e in range(inst.m):
+            u, v = int(inst.edge_u[e]), int(inst.edge_v[e])
+            su = slice(inst.strat_off[u], inst.strat_off[u + 1])
+            sv = slice(inst.strat_off[v], inst.strat_off[v + 1])
+            ok = (inst.edge_table(e) < FORBIDDEN) & alive[su][:, None] & alive[sv][None, :]
+            for s, support in ((su, ok.any(axis=1)), (sv, ok.any(axis=0))):
+                if (alive[s] & ~support).any():
+                    alive[s] &= support
+                    changed = True
+    assert np.array_equal(forbidden_free_values(inst), alive)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_running_sum_form_gives_the_load(tmp_path, seed):
+    inst = generated(tmp_path, seed, nodes=12, max_strategies=4, forbidden=0.0, tightness=0.6)
+    try:
+        model = reduce(inst)
+    except Infeasible:
+        return
+    row_off, value, delta = running_sum(model)
+    rng = np.random.default_rng(seed)
+    for _ in range(5):
+        x = rng.integers(0, model.dom_size) if model.nv else np.zeros(0, dtype=np.int64)
+        chosen = np.zeros(int(model.dom_off[-1]), dtype=np.int64)
+        chosen[model.dom_off[:-1] + x] = 1
+        change = np.add.reduceat(np.append(delta * chosen[value], 0), row_off[:-1])
+        change[row_off[:-1] == row_off[1:]] = 0  # reduceat's empty rows
+        assert np.array_equal(np.cumsum(change), model.load(x) - model.base)

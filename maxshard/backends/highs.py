@@ -26,7 +26,7 @@ import numpy as np
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
-from ..model import Model, segment_argmin
+from ..model import Model, running_sum, segment_argmin
 
 
 class Highs:
@@ -43,6 +43,10 @@ class Highs:
     ) -> Result:
         import highspy
 
+        if model.nv == 0:  # HiGHS reports an empty model as such, not as solved
+            x = np.zeros(0, dtype=np.int64)
+            report(x)
+            return Result(Status.OPTIMAL, x, model.cost(x))
         mip = MipForm(model)
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
@@ -133,34 +137,25 @@ class MipForm:
         self.upper = np.concatenate(upper)
         lengths = np.array([len(c) for c, _ in rows], dtype=np.int64)
         self.a_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
-        self.a_index = np.concatenate([c for c, _ in rows]).astype(np.int32)
-        self.a_value = np.concatenate([w for _, w in rows]).astype(np.float64)
+        self.a_index = np.concatenate([c for c, _ in rows] + [[]]).astype(np.int32)
+        self.a_value = np.concatenate([w for _, w in rows] + [[]]).astype(np.float64)
         self.row_lo = np.array([lo for lo, _ in bounds], dtype=np.float64)
         self.row_hi = np.array([hi for _, hi in bounds], dtype=np.float64)
 
     def _memory(self, rows, bounds, costs, upper, next_col: int) -> int:
-        """Running-sum memory levels: L[p] - L[p-1] - starting + ending usage = 0."""
+        """Running-sum memory levels: L[p] - L[p-1] - (usage change at p) = 0."""
         m, scale = self.model, self.scale
         npts = len(m.base)
         level0 = next_col
         costs.append(np.zeros(npts))
         cap = np.maximum(m.limit - m.base, 0) // scale
         upper.append(cap.astype(np.float64))
-        change: list[dict[int, float]] = [{} for _ in range(npts + 1)]
-        for k in range(len(m.term_var)):
-            v = int(m.term_var[k])
-            use = m.usage_of(k) // scale
-            for j in np.flatnonzero(use):
-                col = int(m.dom_off[v] + j)
-                start, end = change[int(m.term_lo[k])], change[int(m.term_hi[k])]
-                start[col] = start.get(col, 0.0) - float(use[j])
-                end[col] = end.get(col, 0.0) + float(use[j])
+        row_off, value, delta = running_sum(m)
         for p in range(npts):
+            lo, hi = row_off[p], row_off[p + 1]
             cols = [level0 + p] + ([level0 + p - 1] if p else [])
             vals = [1.0] + ([-1.0] if p else [])
-            cols += [c for c, w in change[p].items() if w]
-            vals += [w for w in change[p].values() if w]
-            rows.append((np.array(cols), np.array(vals)))
+            rows.append((np.append(cols, value[lo:hi]), np.append(vals, -delta[lo:hi] / scale)))
             bounds.append((0.0, 0.0))
         return next_col + npts
 
