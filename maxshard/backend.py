@@ -3,9 +3,10 @@
 A backend is any object with a ``name``, ``capabilities`` and a ``solve``
 method. It receives the reduced :class:`~maxshard.model.Model`, a monotonic
 ``deadline`` (``time.monotonic()`` seconds) it must respect itself, the best
-known model solution (or None), and a ``report`` callback to hand over each
-improving solution as soon as it has one (anytime backends). It returns a
-:class:`Result`. Backends never print to stdout.
+known model solution (or None), and a ``report`` callback: ``report(x)`` hands
+over each improving solution as soon as it has one (anytime backends), and
+``report(lower_bound=b)`` a proven lower bound on the model cost as soon as it
+has one. It returns a :class:`Result`. Backends never print to stdout.
 
 Backends register under the entry-point group ``maxshard.backends``; the
 built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
@@ -18,7 +19,6 @@ third-party plugin would::
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
@@ -52,7 +52,10 @@ class Result:
     lower_bound: int | None = None  # proven bound on the model cost
 
 
-Report = Callable[[np.ndarray], None]
+class Report(Protocol):
+    def __call__(
+        self, solution: np.ndarray | None = None, lower_bound: int | None = None
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -57,7 +57,12 @@ def _unguard() -> None:
 
 
 def run_solve(
-    problem: Path, timeout: float, log: Progress, plan: list[str] | None, seed: int
+    problem: Path,
+    timeout: float,
+    log: Progress,
+    plan: list[str] | None,
+    seed: int,
+    presolve: bool = True,
 ) -> tuple[Instance | None, Best | None, float]:
     """Read and solve under the deadline; always returns what it has by then."""
     from .clock import deadline_for
@@ -71,7 +76,7 @@ def run_solve(
     try:
         inst = read_instance(problem)
         best = Best(inst, log)
-        solve(inst, deadline, log, plan, seed, best)
+        solve(inst, deadline, log, plan, seed, best, presolve)
     except Interrupted as exc:
         log(f"stopped by {exc}")
     finally:
@@ -122,12 +127,19 @@ def solve_cmd(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
+    presolve: Annotated[
+        bool,
+        typer.Option(
+            help="Run presolve. --no-presolve keeps only time compression and edge merging "
+            "(one variable per node), to measure what presolve buys."
+        ),
+    ] = True,
 ) -> None:
     """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout."""
     log = Progress(sys.stderr.fileno(), quiet)
     try:
         _check_backends(backend)
-        inst, best, elapsed = run_solve(problem, timeout, log, backend, seed)
+        inst, best, elapsed = run_solve(problem, timeout, log, backend, seed, presolve)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     sol = best.solution if best else None

@@ -201,5 +201,17 @@ def kept_points(inst: Instance) -> np.ndarray:
     return times[:-1][is_start[:-1] & is_end[1:]]
 
 
+def offsets(lengths: np.ndarray) -> np.ndarray:
+    """CSR offsets (a leading 0, then the running sum) of segment lengths."""
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    return off
+
+
+def ranks(lengths: np.ndarray) -> np.ndarray:
+    """0, 1, ..., k-1 for each segment length k, concatenated."""
+    return np.arange(int(lengths.sum())) - np.repeat(offsets(lengths)[:-1], lengths)
+
+
 def saturate(a: np.ndarray) -> np.ndarray:
     return np.minimum(a, FORBIDDEN)

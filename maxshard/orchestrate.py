@@ -109,9 +109,14 @@ def _worker(name: str, model: Model, deadline: float, incumbent, seed: int, conn
     os.dup2(devnull, 1)
     try:
         backend = backends.load(name)
-        result = backend.solve(
-            model, deadline, incumbent, lambda x: conn.send(("solution", x)), seed
-        )
+
+        def report(solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
+            if solution is not None:
+                conn.send(("solution", solution))
+            if lower_bound is not None:
+                conn.send(("bound", lower_bound))
+
+        result = backend.solve(model, deadline, incumbent, report, seed)
         conn.send(("done", result.status.value, result.solution, result.lower_bound))
     except BaseException as exc:  # reported to the parent, which keeps going
         detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -177,6 +182,11 @@ def run_backends(
                     continue
                 if msg[0] == "solution":
                     best.offer(model.reconstruct(msg[1]), job.name, msg[1])
+                elif msg[0] == "bound":
+                    best.bound(msg[1], job.name)
+                    ev = best.evaluation
+                    if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
+                        best.status, finished = "optimal", True
                 elif msg[0] == "error":
                     outcome[job.name] = f"error: {msg[1]}"
                     best.log(f"backend {job.name} failed: {msg[1]}")
@@ -235,17 +245,19 @@ def solve(
     plan: list[str] | None = None,
     seed: int = 0,
     best: Best | None = None,
+    presolve: bool = True,
 ) -> Best:
     """Presolve, run the backends until ``deadline``, return the best verified solution.
 
-    Pass ``best`` to keep access to the incumbent if this call is interrupted.
+    Pass ``best`` to keep access to the incumbent if this call is interrupted;
+    ``presolve=False`` skips all presolve passes but time compression.
     """
     from .reduce import Infeasible, reduce
 
     best = best or Best(inst, log)
     best.offer(all_min_usage(inst), "min-usage start")
     try:
-        model = reduce(inst)
+        model = reduce(inst, passes=presolve)
     except Infeasible as exc:
         best.status = "infeasible"
         log(f"infeasible: {exc}")

@@ -13,16 +13,26 @@ Passes
 * parallel, reversed and self edges are merged on reading (costs add);
 * ``normalize_memory``: each term's minimum usage moves into the fixed load;
 * ``prune_memory``: values whose extra usage cannot fit over the fixed load;
-* ``prune_forbidden``: arc consistency on forbidden (10^18) costs;
+* ``prune_forbidden``: arc consistency on forbidden (10^18) costs (the first
+  sweep vectorised over all table entries: :func:`forbidden_free_values`);
 * ``fold_fixed``: single-value variables become constants;
 * ``fold_isolated``: a variable with no edge and no memory term takes its
   cheapest value;
 * ``fold_leaves``: a variable with one neighbour and no memory term is folded
   into the neighbour, taking its best value for each of the neighbour's;
+* ``eliminate_degree2``: a variable with two neighbours and no memory term is
+  replaced by a table between them (recorded for reconstruction);
 * ``merge_functional``: where an edge's allowed pairs make ``v`` a function of
   ``u``, ``v`` is folded into ``u`` (its costs, edges and memory terms move);
 * ``fold_separable``: tables that are a sum of a row and a column term become
-  unary costs.
+  unary costs;
+
+and, once those reach a fixpoint (they cost more, and profit from it):
+
+* ``prune_points``: a time point whose check is implied by another point's
+  (inside all its memory terms, at least its fixed load) is dropped;
+* ``prune_dominated``: a value no better than another value of its variable
+  anywhere (cost, usage, every table row) is dropped.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .instance import FORBIDDEN, Instance
-from .model import Elimination, Model, kept_points, saturate
+from .model import Elimination, Model, kept_points, offsets, ranks, saturate
 
 #: Largest (left x middle x right) cost cube a degree-2 elimination builds.
 ELIMINATION_WORK = 4_000_000
@@ -337,7 +347,7 @@ class Work:
         dropped = _range_max(rank, first, last) > rank
         if not dropped.any():
             return 0
-        before = _offsets((~dropped).astype(np.int64))  # kept points before each point
+        before = offsets((~dropped).astype(np.int64))  # kept points before each point
         self.point_time = self.point_time[~dropped]
         self.base = self.base[~dropped]
         new_lo, new_hi = before[lo], before[hi]
@@ -481,11 +491,11 @@ class Work:
         for i in range(n):
             maps.append(self.node_map[i] if node_var[i] >= 0 else np.zeros(0, dtype=np.int64))
         return Model(
-            dom_off=_offsets(dom),
+            dom_off=offsets(dom),
             unary=_concat([self.unary[v] for v in live]),
             edge_u=np.array([index[k[0]] for k in keys], dtype=np.int64),
             edge_v=np.array([index[k[1]] for k in keys], dtype=np.int64),
-            edge_off=_offsets(np.array([t.size for t in tables], dtype=np.int64)),
+            edge_off=offsets(np.array([t.size for t in tables], dtype=np.int64)),
             edge_cost=_concat([t.ravel() for t in tables]),
             point_time=self.point_time,
             base=self.base.copy(),
@@ -493,12 +503,12 @@ class Work:
             term_var=np.array([t[0] for t in terms], dtype=np.int64),
             term_lo=np.array([t[1] for t in terms], dtype=np.int64),
             term_hi=np.array([t[2] for t in terms], dtype=np.int64),
-            term_off=_offsets(np.array([len(t[3]) for t in terms], dtype=np.int64)),
+            term_off=offsets(np.array([len(t[3]) for t in terms], dtype=np.int64)),
             term_usage=_concat([t[3] for t in terms]),
             offset=self.offset,
             node_var=node_var,
             node_fixed=self.node_fixed.copy(),
-            map_off=_offsets(np.array([len(a) for a in maps], dtype=np.int64)),
+            map_off=offsets(np.array([len(a) for a in maps], dtype=np.int64)),
             node_map=_concat(maps),
             n_nodes=len(self.alive),
             eliminations=list(self.eliminations),
@@ -520,19 +530,19 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
     du, dv = dom[inst.edge_u], dom[inst.edge_v]
     row_edge = np.repeat(np.arange(inst.m), du)  # the edge of each table row
     col_edge = np.repeat(np.arange(inst.m), dv)
-    row_val = inst.strat_off[inst.edge_u][row_edge] + _ranks(du)  # its strategy of u
-    col_val = inst.strat_off[inst.edge_v][col_edge] + _ranks(dv)
+    row_val = inst.strat_off[inst.edge_u][row_edge] + ranks(du)  # its strategy of u
+    col_val = inst.strat_off[inst.edge_v][col_edge] + ranks(dv)
     row_len = dv[row_edge]
     idx = np.int32 if len(inst.edge_cost) < 2**31 else np.int64
     entry_row = np.repeat(np.arange(len(row_val), dtype=idx), row_len)
-    col_start = _offsets(dv)[:-1][row_edge]  # first column slot of each row's edge
+    col_start = offsets(dv)[:-1][row_edge]  # first column slot of each row's edge
     entry_col = np.arange(len(inst.edge_cost), dtype=idx) - np.repeat(
-        (_offsets(row_len)[:-1] - col_start).astype(idx), row_len
+        (offsets(row_len)[:-1] - col_start).astype(idx), row_len
     )
     allowed = inst.edge_cost < FORBIDDEN
     while True:
         ok = allowed & alive[row_val][entry_row] & alive[col_val][entry_col]
-        row_ok = np.logical_or.reduceat(ok, _offsets(row_len)[:-1])
+        row_ok = np.logical_or.reduceat(ok, offsets(row_len)[:-1])
         col_ok = np.zeros(len(col_val), dtype=bool)
         col_ok[entry_col[ok]] = True
         dead = np.concatenate([row_val[~row_ok], col_val[~col_ok]])
@@ -581,11 +591,6 @@ def _range_max(a: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray
     return out
 
 
-def _ranks(lengths: np.ndarray) -> np.ndarray:
-    """0, 1, ..., k-1 for each length k, concatenated."""
-    return np.arange(int(lengths.sum())) - np.repeat(_offsets(lengths)[:-1], lengths)
-
-
 def _profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
     """One variable's terms as non-overlapping ranges, so each point counts a value once."""
     if all(a[1] <= b[0] for a, b in zip(terms, terms[1:], strict=False)):
@@ -606,12 +611,6 @@ def _profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, n
         else:
             out.append((cuts[i], cuts[i + 1], level[i]))
     return out
-
-
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    off = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=off[1:])
-    return off
 
 
 def _concat(arrays: list[np.ndarray]) -> np.ndarray:
@@ -637,13 +636,19 @@ PASSES = (
 LATE_PASSES = ("prune_points", "prune_dominated")
 
 
-def reduce(inst: Instance, log: PassLog | None = None, max_rounds: int = 200) -> Model:
+def reduce(
+    inst: Instance, log: PassLog | None = None, max_rounds: int = 200, passes: bool = True
+) -> Model:
     """Presolve ``inst``; ``log(pass, stats, seconds)`` is called after every pass.
 
     Raises :class:`Infeasible` when no assignment fits in memory. If no
     assignment that fits avoids forbidden costs, the passes that assume one
-    exists are skipped and the model keeps the forbidden values.
+    exists are skipped and the model keeps the forbidden values. With
+    ``passes=False`` only time compression and edge merging happen (one
+    variable per node), for comparisons.
     """
+    if not passes:
+        return _run(inst, (), log, 0)
     try:
         return _run(inst, PASSES, log, max_rounds)
     except (NoCleanSolution, Infeasible):
@@ -658,7 +663,8 @@ def _run(inst: Instance, passes: tuple[str, ...], log: PassLog | None, max_round
         log("read", work.stats(), time.perf_counter() - start)
     for _ in range(max_rounds):
         work.active, work.dirty = work.dirty, set()
-        if not _run_passes(work, passes, log) and not _run_passes(work, LATE_PASSES, log):
+        late = LATE_PASSES if passes else ()
+        if not _run_passes(work, passes, log) and not _run_passes(work, late, log):
             break
     return work.to_model()
 

@@ -38,6 +38,20 @@ def brute_force(inst: Instance) -> tuple[int | None, list[int] | None]:
     return best_cost, best
 
 
+class Recorder:
+    """A backend's ``report`` callback that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.solutions: list[np.ndarray] = []
+        self.bounds: list[int] = []
+
+    def __call__(self, solution=None, lower_bound=None) -> None:
+        if solution is not None:
+            self.solutions.append(solution)
+        if lower_bound is not None:
+            self.bounds.append(lower_bound)
+
+
 @pytest.fixture
 def example() -> Instance:
     return read_instance(EXAMPLE)

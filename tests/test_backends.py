@@ -64,6 +64,15 @@ class Optimal(Hang):
         return Result(Status.OPTIMAL, incumbent, model.cost(incumbent))
 
 
+class Bounding(Hang):
+    name = "bounding"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        report(lower_bound=model.cost(incumbent) - 5)  # streamed, then a proof
+        report(lower_bound=model.cost(incumbent))
+        time.sleep(3600)
+
+
 @pytest.fixture
 def fake_plugins(monkeypatch):
     real = backends.available()
@@ -71,6 +80,7 @@ def fake_plugins(monkeypatch):
         "hang": EntryPoint("hang", "tests.test_backends:Hang", GROUP),
         "crash": EntryPoint("crash", "tests.test_backends:Crash", GROUP),
         "optimal": EntryPoint("optimal", "tests.test_backends:Optimal", GROUP),
+        "bounding": EntryPoint("bounding", "tests.test_backends:Bounding", GROUP),
         "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
     }
     monkeypatch.setattr(backends, "available", lambda: {**real, **fakes})
@@ -108,6 +118,21 @@ def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
     run_backends(model, best, ["optimal", "hang"], start + 5, workers=1)
     assert time.monotonic() - start < 2 and best.status == "optimal"
     assert best.lower_bound == model.cost(x)
+
+
+def test_streamed_bounds_are_kept_and_a_matching_one_ends_the_run(tmp_path, fake_plugins):
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
+    model = reduce(inst)
+    messages = []
+    best = Best(inst, messages.append)
+    x = model.min_usage_solution()
+    best.offer(model.reconstruct(x), "start", x)
+    start = time.monotonic()
+    outcome = run_backends(model, best, ["bounding"], start + 5)
+    assert time.monotonic() - start < 2 and best.status == "optimal"
+    assert best.lower_bound == model.cost(x) == best.evaluation.cost
+    assert any("bound by bounding" in m for m in messages)
+    assert outcome == {"bounding": "stopped at deadline"}
 
 
 def test_fully_presolved_instance_needs_no_backend(tmp_path):

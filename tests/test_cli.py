@@ -95,6 +95,15 @@ def test_solve_writes_result_json(tmp_path, example):
     assert result["peak_usage"] <= result["usage_limit"]
 
 
+def test_solve_without_presolve_searches_the_raw_nodes(example):
+    out = run(sys.executable, "-m", "maxshard", "solve", EXAMPLE, "2", "--no-presolve")
+    assert out.returncode == 0
+    # presolve alone solves the example; without it a backend has five variables
+    assert "presolve: 5 variables" in out.stderr
+    ev = evaluate(example, last_line(out.stdout))
+    assert ev.feasible and ev.forbidden == 0
+
+
 def test_infeasible_instance_prints_empty_list(tmp_path):
     p = {
         "problem": {

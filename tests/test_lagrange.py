@@ -8,7 +8,7 @@ from maxshard.backends.local import Search
 from maxshard.evaluate import evaluate
 from maxshard.reduce import Infeasible, reduce
 
-from .conftest import generated
+from .conftest import Recorder, generated
 
 
 def model_for(tmp_path, seed, **kw):
@@ -47,16 +47,21 @@ def test_lagrange_reports_only_fitting_solutions_in_time(tmp_path, seed):
     inst, model = model_for(
         tmp_path, seed, nodes=150, max_strategies=5, forbidden=0.0, functional=0.0, tightness=0.15
     )
-    reports = []
+    record = Recorder()
     start = time.monotonic()
-    result = Lagrange().solve(model, start + 6, None, reports.append, seed)
+    result = Lagrange().solve(model, start + 6, None, record, seed)
     assert time.monotonic() - start < 7
-    assert reports
-    for x in [*reports, result.solution]:
+    assert record.solutions
+    for x in [*record.solutions, result.solution]:
         ev = evaluate(inst, model.reconstruct(x))
         assert ev.feasible and ev.cost == model.cost(x)
-    costs = [model.cost(x) for x in reports]
+    costs = [model.cost(x) for x in record.solutions]
     assert costs == sorted(costs, reverse=True)  # each report improves on the last
+    # bounds stream as found (diffusion runs with even seeds), each better than the last
+    assert record.bounds == sorted(set(record.bounds))
+    assert record.bounds or seed % 2
+    assert all(b <= costs[-1] for b in record.bounds)
+    assert result.lower_bound == (max(record.bounds) if record.bounds else None)
 
 
 @pytest.mark.parametrize("seed", range(8))

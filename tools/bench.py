@@ -26,13 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "benchmarks"
 
 
-def run_one(path: Path, timeout: float, seed: int, backends: list[str]) -> dict:
+def run_one(path: Path, timeout: float, seed: int, backends: list[str], presolve: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "maxshard", "solve", str(path), str(timeout)]
         cmd += ["--out", str(out), "--seed", str(seed), "-q"]
         for b in backends:
             cmd += ["--backend", b]
+        if not presolve:
+            cmd.append("--no-presolve")
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         stdout = proc.stdout.read()
@@ -79,6 +81,9 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply each time limit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", action="append", default=[], help="passed to maxshard solve")
+    ap.add_argument(
+        "--no-presolve", action="store_true", help="solve without presolve (for comparisons)"
+    )
     ap.add_argument("--bench-dir", type=Path, default=BENCH)
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
     args = ap.parse_args()
@@ -94,7 +99,7 @@ def main() -> None:
     for r in rows:
         path = args.bench_dir / f"{r['benchmark']}.json.gz"
         limit = float(r["timeout_s"]) * args.scale
-        run = run_one(path, limit, args.seed, args.backend)
+        run = run_one(path, limit, args.seed, args.backend, not args.no_presolve)
         row = {
             "benchmark": r["benchmark"].rsplit("-", 1)[-1],
             "limit_s": limit,

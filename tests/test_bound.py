@@ -1,0 +1,67 @@
+"""The diffusion bound is a valid lower bound, with and without memory multipliers."""
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from maxshard.backends.lagrange import penalties
+from maxshard.bound import Diffusion
+from maxshard.reader import read_instance
+from maxshard.reduce import Infeasible, reduce
+
+from .conftest import brute_force, generated, write_problem
+
+
+def model_optimum(model, memory=True):
+    best = None
+    for x in itertools.product(*(range(int(k)) for k in model.dom_size)):
+        x = np.array(x, dtype=np.int64)
+        if model.forbidden(x) or (memory and not model.fits(x)):
+            continue
+        cost = model.cost(x)
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bound_never_exceeds_the_optimum(tmp_path, seed):
+    inst = generated(tmp_path, seed, nodes=7, max_strategies=3, forbidden=0.1, tightness=0.2)
+    best, _ = brute_force(inst)
+    try:
+        model = reduce(inst)
+    except Infeasible:
+        return
+    if best is None or not model.nv:
+        return
+    diffusion = Diffusion(model)
+    rng = np.random.default_rng(seed)
+    bounds = [diffusion.bound(None, None, time.monotonic() + 5)]
+    for _ in range(3):  # any multipliers give a bound on the model with memory
+        lam = rng.random(len(model.base)) * 5
+        bounds.append(diffusion.bound(lam, penalties(model, lam), time.monotonic() + 5))
+    assert all(b is not None and b <= best for b in bounds)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bound_is_exact_on_a_chain(tmp_path, seed):
+    # a path is a tree: the local polytope is tight and diffusion reaches it
+    # (up to the safety margin of the float arithmetic)
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 5, size=6).tolist()
+    nodes = {
+        "intervals": [[0, 0]] * 6,
+        "costs": [rng.integers(0, 50, k).tolist() for k in sizes],
+        "usages": [[0] * k for k in sizes],
+    }
+    pairs = [[i, i + 1] for i in range(5)]
+    tables = [rng.integers(0, 50, sizes[i] * sizes[i + 1]).tolist() for i in range(5)]
+    prob = {
+        "problem": {"name": "chain", "nodes": nodes, "edges": {"nodes": pairs, "costs": tables}}
+    }
+    model = reduce(read_instance(write_problem(tmp_path / "chain.json", prob)), passes=False)
+    assert model.nv == 6 and model.m == 5
+    exact = model_optimum(model, memory=False)
+    found = Diffusion(model).bound(None, None, time.monotonic() + 10, sweeps=300)
+    assert exact - 2 <= found <= exact
