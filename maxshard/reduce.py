@@ -72,6 +72,7 @@ class Work:
         # Variables changed since their last dominance test.
         self.unchecked: set[int] = set(range(n))
         self.active: set[int] = set()
+        self.round_edges: list[tuple[int, int]] | None = None
         # Variables whose forbidden supports may have changed since the last
         # arc-consistency sweep: new or merged tables, shrunk neighbours.
         self.ac_queue: set[tuple[int, int]] = set()
@@ -213,8 +214,16 @@ class Work:
         return [v for v in self.active | self.dirty if self.alive[v]]
 
     def touched_edges(self) -> list[tuple[int, int]]:
-        keys = {(min(v, w), max(v, w)) for v in self.touched() for w in self.nbrs[v]}
-        return sorted(keys)
+        """Edges at variables touched in the previous round, listed once per round
+        (edges made during the round are looked at in the next one)."""
+        if self.round_edges is None:
+            keys = {(min(v, w), max(v, w)) for v in self.touched() for w in self.nbrs[v]}
+            self.round_edges = sorted(keys)
+        return self.round_edges
+
+    def next_round(self) -> None:
+        self.active, self.dirty = self.dirty, set()
+        self.round_edges = None
 
     def flat_terms(self):
         """All memory terms as arrays: owner, range, and usages concatenated (CSR)."""
@@ -662,7 +671,7 @@ def _run(inst: Instance, passes: tuple[str, ...], log: PassLog | None, max_round
     if log:
         log("read", work.stats(), time.perf_counter() - start)
     for _ in range(max_rounds):
-        work.active, work.dirty = work.dirty, set()
+        work.next_round()
         late = LATE_PASSES if passes else ()
         if not _run_passes(work, passes, log) and not _run_passes(work, late, log):
             break
