@@ -80,7 +80,7 @@ class Work:
         self.building = True
         # Tables start as views into one saturated copy; edits always replace
         # an array, never write into it.
-        cost, edge_cost = saturate(inst.cost), saturate(inst.edge_cost)
+        cost, edge_cost = _saturated(inst.cost), _saturated(inst.edge_cost)
         self.unary = [cost[off[i] : off[i + 1]] for i in range(n)]
         self.alive = np.ones(n, dtype=bool)
         self.nbrs: list[set[int]] = [set() for _ in range(n)]
@@ -109,7 +109,8 @@ class Work:
 
         self.offset = 0
         self.nodes_of: list[list[int]] = [[i] for i in range(n)]
-        self.node_map: list[np.ndarray | None] = [np.arange(off[i + 1] - off[i]) for i in range(n)]
+        identity = {int(d): np.arange(d) for d in np.unique(np.diff(off))}  # shared: read-only
+        self.node_map: list[np.ndarray | None] = [identity[d] for d in np.diff(off).tolist()]
         self.node_fixed = np.full(n, -1, dtype=np.int64)
         self.eliminations: list[Elimination] = []
         merged, self.ac_queue = self.ac_queue, set()
@@ -559,6 +560,11 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
         if not len(dead):
             return alive
         alive[dead] = False
+
+
+def _saturated(a: np.ndarray) -> np.ndarray:
+    """``saturate(a)``, without the copy when nothing is above the sentinel (the norm)."""
+    return a if not len(a) or a.max() <= FORBIDDEN else saturate(a)
 
 
 def _covering_range(lo: np.ndarray, hi: np.ndarray, npts: int) -> tuple[np.ndarray, np.ndarray]:
