@@ -8,6 +8,7 @@ bound and gap, the published bound's gap, wall time and peak RSS.
 
     python tools/bench.py                       # all benchmarks, full limits
     python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
+    python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
 """
 
 from __future__ import annotations
