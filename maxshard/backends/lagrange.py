@@ -10,9 +10,7 @@ adds to each value the usage it holds at every point, weighted by ``lam``
 (prefix sums make that one vectorised expression). Each round:
 
 1. *relax*: solve the penalised problem with toulbar2 under a short time limit
-   (a heuristic here: such solves are rarely proven optimal on large models),
-   when that finds nothing, a memory-free descent on the penalised costs from
-   the incumbent stands in for it;
+   (a heuristic here: such solves are rarely proven optimal on large models);
 2. *repair and relink*: repair the relaxed solution greedily until it fits,
    and walk the best solution toward the relaxed one (each variable takes its
    relaxed value where memory allows); *polish* both with the local search's
@@ -65,10 +63,6 @@ class Lagrange:
     repair_seconds = 2.0
     #: min-sum diffusion per round for the lower bound (workers with an even seed)
     bound_seconds = 1.0
-    #: memory-free descent on the penalised costs when toulbar2 finds nothing.
-    #: (Run after every relaxed solve, it cut their penalised value on N from
-    #: 3.2e11 to 2.0e11 and N's result by 1%, but S ended 7% worse: not done.)
-    descent_seconds = 1.0
 
     def solve(
         self,
@@ -90,7 +84,6 @@ class Lagrange:
         lam = np.zeros(len(model.base))
         best_bound: int | None = None
         diffusion = Diffusion(model) if seed % 2 == 0 else None
-        penalised: Search | None = None  # built when first needed
 
         def improve_bound(bound: int | None) -> bool:
             """Keep and report a better bound; True once it proves ``best_x`` optimal."""
@@ -115,12 +108,12 @@ class Lagrange:
             if improve_bound(bound):
                 return Result(Status.OPTIMAL, best_x, best_cost)
             if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
+                # (A memory-free descent on the penalised costs was tried in its
+                # place, and after every relaxed solve: it cut the relaxed
+                # solutions' penalised value on N by a third, 3.2e11 to 2.0e11,
+                # but S ended 4-7% worse in single runs at equal seeds.)
                 light, seconds = True, seconds * 2 if light else seconds
-                if penalised is None:
-                    penalised = Search(model, seed + 1)
-                    penalised.ranges = [None] * model.nv  # memory is in the penalties
-                end = min(deadline, time.monotonic() + self.descent_seconds)
-                x_r = descend_penalised(penalised, pen, best_x, end)
+                continue
             # primal: solutions built from the relaxed one, polished; keep the cheapest
             for x in self.primal(search, x_r, best_x, deadline):
                 cost = model.cost(x)
@@ -176,19 +169,6 @@ class Lagrange:
         search.iterate(min(deadline, time.monotonic() + self.polish_seconds), lambda _x: None)
         found.append(search.x.copy())
         return found
-
-
-def descend_penalised(
-    search: Search, pen: np.ndarray, start: np.ndarray, deadline: float
-) -> np.ndarray:
-    """A memory-free descent from ``start`` under the penalised costs (``search``
-    must ignore memory: no term ranges)."""
-    model = search.model
-    unary = model.unary + pen
-    search.unary = [unary[model.dom_off[v] : model.dom_off[v + 1]] for v in range(model.nv)]
-    search.reset(start)
-    search.descend(deadline)
-    return search.x.copy()
 
 
 def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
