@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from .instance import FORBIDDEN
-from .model import Model, offsets, ranks
+from .model import Model, offsets, table_slots
 
 
 class Diffusion:
@@ -46,18 +46,10 @@ class Diffusion:
         self.model = model
         self.usable = not bool((model.unary >= FORBIDDEN).any())
         dom = model.dom_size
-        du, dv = dom[model.edge_u], dom[model.edge_v]
-        row_edge = np.repeat(np.arange(model.m), du)
-        col_edge = np.repeat(np.arange(model.m), dv)
-        self.row_val = model.dom_off[model.edge_u][row_edge] + ranks(du)
-        self.col_val = model.dom_off[model.edge_v][col_edge] + ranks(dv)
-        row_len = dv[row_edge]
-        self.row_start = offsets(row_len)[:-1]
-        self.entry_row = np.repeat(np.arange(len(self.row_val)), row_len)
-        col_first = offsets(dv)[:-1][row_edge]  # first column slot of each row's edge
-        self.entry_col = np.arange(len(model.edge_cost)) - np.repeat(
-            self.row_start - col_first, row_len
-        )
+        slots = table_slots(model.dom_off, model.edge_u, model.edge_v, len(model.edge_cost))
+        self.row_val, self.col_val = slots.row_val, slots.col_val
+        self.row_start = slots.row_start
+        self.entry_row, self.entry_col = slots.entry_row, slots.entry_col
         self.col_order = np.argsort(self.entry_col, kind="stable")
         self.col_start = offsets(np.bincount(self.entry_col, minlength=len(self.col_val)))[:-1]
         self.cost = model.edge_cost.astype(np.float64)
@@ -71,8 +63,8 @@ class Diffusion:
                 var_of
             ]
         )
-        row_colour = colour[model.edge_u][row_edge]
-        col_colour = colour[model.edge_v][col_edge]
+        row_colour = colour[model.edge_u][slots.row_edge]
+        col_colour = colour[model.edge_v][slots.col_edge]
         self.classes = [
             (np.flatnonzero(row_colour == c), np.flatnonzero(col_colour == c))
             for c in range(int(colour.max()) + 1 if model.nv else 0)

@@ -201,6 +201,49 @@ def kept_points(inst: Instance) -> np.ndarray:
     return times[:-1][is_start[:-1] & is_end[1:]]
 
 
+class TableSlots(NamedTuple):
+    """Where every pair-table entry sits, for vectorised passes over all tables.
+
+    A *row slot* is (edge, value of its first end): row slot ``r`` belongs to
+    edge ``row_edge[r]`` and global value ``row_val[r]``; its entries are
+    ``row_start[r]`` onwards, contiguous. *Column slots* are the same for the
+    second end. ``entry_row[k]``/``entry_col[k]`` are the slots of entry ``k``.
+    """
+
+    row_edge: np.ndarray
+    col_edge: np.ndarray
+    row_val: np.ndarray
+    col_val: np.ndarray
+    row_start: np.ndarray
+    entry_row: np.ndarray
+    entry_col: np.ndarray
+
+
+def table_slots(
+    val_off: np.ndarray, edge_u: np.ndarray, edge_v: np.ndarray, n_entries: int
+) -> TableSlots:
+    """The slots of row-major tables of ``edge_u x edge_v`` values, stored one after
+    another; ``val_off`` is the CSR offset of each node's (variable's) values."""
+    dom = np.diff(val_off)
+    du, dv = dom[edge_u], dom[edge_v]
+    row_edge = np.repeat(np.arange(len(edge_u)), du)
+    col_edge = np.repeat(np.arange(len(edge_u)), dv)
+    row_len = dv[row_edge]
+    row_start = offsets(row_len)[:-1]
+    idx = np.int32 if n_entries < 2**31 else np.int64
+    col_first = offsets(dv)[:-1][row_edge]  # first column slot of each row's edge
+    return TableSlots(
+        row_edge=row_edge,
+        col_edge=col_edge,
+        row_val=val_off[edge_u][row_edge] + ranks(du),
+        col_val=val_off[edge_v][col_edge] + ranks(dv),
+        row_start=row_start,
+        entry_row=np.repeat(np.arange(len(row_edge), dtype=idx), row_len),
+        entry_col=np.arange(n_entries, dtype=idx)
+        - np.repeat((row_start - col_first).astype(idx), row_len),
+    )
+
+
 def offsets(lengths: np.ndarray) -> np.ndarray:
     """CSR offsets (a leading 0, then the running sum) of segment lengths."""
     off = np.zeros(len(lengths) + 1, dtype=np.int64)

@@ -44,7 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .instance import FORBIDDEN, Instance
-from .model import Elimination, Model, kept_points, offsets, ranks, saturate
+from .model import Elimination, Model, kept_points, offsets, saturate, table_slots
 
 #: Largest (left x middle x right) cost cube a degree-2 elimination builds.
 ELIMINATION_WORK = 4_000_000
@@ -536,25 +536,14 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
     alive = inst.cost < FORBIDDEN
     if not inst.m:
         return alive
-    dom = np.diff(inst.strat_off)
-    du, dv = dom[inst.edge_u], dom[inst.edge_v]
-    row_edge = np.repeat(np.arange(inst.m), du)  # the edge of each table row
-    col_edge = np.repeat(np.arange(inst.m), dv)
-    row_val = inst.strat_off[inst.edge_u][row_edge] + ranks(du)  # its strategy of u
-    col_val = inst.strat_off[inst.edge_v][col_edge] + ranks(dv)
-    row_len = dv[row_edge]
-    idx = np.int32 if len(inst.edge_cost) < 2**31 else np.int64
-    entry_row = np.repeat(np.arange(len(row_val), dtype=idx), row_len)
-    col_start = offsets(dv)[:-1][row_edge]  # first column slot of each row's edge
-    entry_col = np.arange(len(inst.edge_cost), dtype=idx) - np.repeat(
-        (offsets(row_len)[:-1] - col_start).astype(idx), row_len
-    )
+    slots = table_slots(inst.strat_off, inst.edge_u, inst.edge_v, len(inst.edge_cost))
+    row_val, col_val = slots.row_val, slots.col_val
     allowed = inst.edge_cost < FORBIDDEN
     while True:
-        ok = allowed & alive[row_val][entry_row] & alive[col_val][entry_col]
-        row_ok = np.logical_or.reduceat(ok, offsets(row_len)[:-1])
+        ok = allowed & alive[row_val][slots.entry_row] & alive[col_val][slots.entry_col]
+        row_ok = np.logical_or.reduceat(ok, slots.row_start)
         col_ok = np.zeros(len(col_val), dtype=bool)
-        col_ok[entry_col[ok]] = True
+        col_ok[slots.entry_col[ok]] = True
         dead = np.concatenate([row_val[~row_ok], col_val[~col_ok]])
         dead = dead[alive[dead]]
         if not len(dead):

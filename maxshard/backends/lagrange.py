@@ -100,10 +100,9 @@ class Lagrange:
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
             x_r, bound = relax(model, lam, seconds, seed + rounds, light)
-            pen = penalties(model, lam)
             if diffusion is not None:
                 end = min(deadline, time.monotonic() + self.bound_seconds)
-                if improve_bound(diffusion.bound(lam, pen, end)):
+                if improve_bound(diffusion.bound(lam, penalties(model, lam), end)):
                     return Result(Status.OPTIMAL, best_x, best_cost)
             if improve_bound(bound):
                 return Result(Status.OPTIMAL, best_x, best_cost)
