@@ -1,0 +1,227 @@
+"""Compiled inner loops of the memory-feasible local search (numba).
+
+The search spends nearly all its time asking, for one variable, what each of
+its values would cost given the neighbours and whether it would fit in memory
+(:func:`options`), then moving. In numpy each such question is a dozen small
+array operations; compiled, it is one pass over the variable's tables and
+memory terms. Measured on S (6,444 variables, domains up to 853): 7.5x more
+iterated-local-search steps per second than the numpy version.
+
+All state is flat arrays; ``g`` is the :class:`Graph` tuple. Costs are float64
+(exact for clean costs, whose sums stay far below 2**53); callers re-cost
+every result exactly. Loads are int64 and exact.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from ..model import Model, offsets
+
+
+class Graph(NamedTuple):
+    dom_off: np.ndarray  # int64[nv+1]
+    unary: np.ndarray  # float64 per value
+    adj_off: np.ndarray  # int64[nv+1]: slots of each variable's edges
+    adj_nbr: np.ndarray  # int64 per slot: the neighbour
+    adj_tab: np.ndarray  # int64 per slot: entry of (own value 0, neighbour value 0)
+    adj_own: np.ndarray  # int64 per slot: stride of the own value in the table
+    adj_other: np.ndarray  # int64 per slot: stride of the neighbour's value
+    table: np.ndarray  # float64: all edge tables, row-major
+    term_off: np.ndarray  # int64[nv+1]: memory terms of each variable
+    term_lo: np.ndarray  # int64 per term: kept-point range [lo, hi)
+    term_hi: np.ndarray
+    term_use: np.ndarray  # int64 per term: start of its usages (one per value)
+    usage: np.ndarray  # int64
+    limit: int
+
+
+def graph(model: Model, limit: int) -> Graph:
+    """The flat arrays of ``model`` that the kernels read."""
+    ncols = model.dom_size[model.edge_v]
+    owner = np.concatenate([model.edge_u, model.edge_v])
+    order = np.argsort(owner, kind="stable")
+    ones = np.ones(model.m, dtype=np.int64)
+    terms = np.argsort(model.term_var, kind="stable")
+    return Graph(
+        dom_off=model.dom_off.astype(np.int64),
+        unary=model.unary.astype(np.float64),
+        adj_off=offsets(np.bincount(owner, minlength=model.nv)),
+        adj_nbr=np.concatenate([model.edge_v, model.edge_u])[order].astype(np.int64),
+        adj_tab=np.concatenate([model.edge_off[:-1], model.edge_off[:-1]])[order].astype(np.int64),
+        adj_own=np.concatenate([ncols, ones])[order].astype(np.int64),
+        adj_other=np.concatenate([ones, ncols])[order].astype(np.int64),
+        table=model.edge_cost.astype(np.float64),
+        term_off=offsets(np.bincount(model.term_var, minlength=model.nv)),
+        term_lo=model.term_lo[terms].astype(np.int64),
+        term_hi=model.term_hi[terms].astype(np.int64),
+        term_use=model.term_off[:-1][terms].astype(np.int64),
+        usage=model.term_usage.astype(np.int64),
+        limit=int(limit),
+    )
+
+
+@njit(cache=True)
+def seed(value: int) -> None:
+    np.random.seed(value)
+
+
+@njit(cache=True)
+def options(g, v, x, load, cost, ok):
+    """Fill ``cost[:d]`` (value costs given the neighbours) and ``ok[:d]`` (the
+    value keeps every point of ``v``'s terms within the limit); returns ``d``."""
+    a0 = g.dom_off[v]
+    d = g.dom_off[v + 1] - a0
+    for a in range(d):
+        cost[a] = g.unary[a0 + a]
+        ok[a] = True
+    for j in range(g.adj_off[v], g.adj_off[v + 1]):
+        start = g.adj_tab[j] + x[g.adj_nbr[j]] * g.adj_other[j]
+        stride = g.adj_own[j]
+        for a in range(d):
+            cost[a] += g.table[start + a * stride]
+    xv = x[v]
+    for k in range(g.term_off[v], g.term_off[v + 1]):
+        lo, hi = g.term_lo[k], g.term_hi[k]
+        if hi <= lo:
+            continue
+        peak = load[lo]
+        for p in range(lo + 1, hi):
+            if load[p] > peak:
+                peak = load[p]
+        room = g.limit - peak
+        u0 = g.term_use[k]
+        now = g.usage[u0 + xv]
+        for a in range(d):
+            if g.usage[u0 + a] - now > room:
+                ok[a] = False
+    return d
+
+
+@njit(cache=True)
+def move(g, v, value, x, load):
+    """Give ``v`` the value ``value``, updating the load of its terms' points."""
+    xv = x[v]
+    for k in range(g.term_off[v], g.term_off[v + 1]):
+        change = g.usage[g.term_use[k] + value] - g.usage[g.term_use[k] + xv]
+        if change != 0:
+            for p in range(g.term_lo[k], g.term_hi[k]):
+                load[p] += change
+    x[v] = value
+
+
+@njit(cache=True)
+def descend(g, x, load, stack, n, queued, max_steps, cost, ok, log, n_log):
+    """Best-improvement moves for the variables on ``stack[:n]`` (re-queueing the
+    neighbours of each moved one) until it empties or ``max_steps`` pass.
+
+    With ``n_log >= 0`` every move is appended to ``log`` as (variable, old
+    value) so the caller can undo it; a full log ends the descent.
+    Returns (gain, variables left on the stack, log length)."""
+    gain = 0.0
+    steps = 0
+    while n > 0 and steps < max_steps:
+        steps += 1
+        n -= 1
+        v = stack[n]
+        queued[v] = False
+        d = options(g, v, x, load, cost, ok)
+        now = cost[x[v]]
+        best, best_cost = -1, now
+        for a in range(d):
+            if ok[a] and cost[a] < best_cost:
+                best, best_cost = a, cost[a]
+        if best < 0:
+            continue
+        if n_log >= 0:
+            if 2 * n_log + 2 > len(log):
+                break
+            log[2 * n_log] = v
+            log[2 * n_log + 1] = x[v]
+            n_log += 1
+        gain += now - best_cost
+        move(g, v, best, x, load)
+        for j in range(g.adj_off[v], g.adj_off[v + 1]):
+            w = g.adj_nbr[j]
+            if not queued[w]:
+                queued[w] = True
+                stack[n] = w
+                n += 1
+    return gain, n, n_log
+
+
+@njit(cache=True)
+def iterate(g, x, load, n_iter, stack, queued, cost, ok, log, stamp):
+    """``n_iter`` steps of iterated local search: re-draw a random connected set
+    of 2-8 variables among their fitting values, descend from there, and keep
+    the result only if it is cheaper (else undo it). Returns the summed gain."""
+    nv = len(x)
+    total = 0.0
+    region = np.empty(8, dtype=np.int64)
+    for it in range(n_iter):
+        size = np.random.randint(2, 9)
+        mark = it + 1 + stamp[nv]  # stamp[nv] keeps the marks unique across calls
+        # a random connected region: neighbours of random members, added if new
+        region[0] = np.random.randint(nv)
+        stamp[region[0]] = mark
+        got, tries = 1, 0
+        while got < size and tries < 64:
+            tries += 1
+            v = region[np.random.randint(got)]
+            deg = g.adj_off[v + 1] - g.adj_off[v]
+            if deg == 0:
+                continue
+            w = g.adj_nbr[g.adj_off[v] + np.random.randint(deg)]
+            if stamp[w] != mark:
+                stamp[w] = mark
+                region[got] = w
+                got += 1
+        delta = 0.0
+        n_log = 0
+        for i in range(got):
+            v = region[i]
+            d = options(g, v, x, load, cost, ok)
+            count = 0
+            for a in range(d):
+                if ok[a]:
+                    count += 1
+            if count == 0:
+                continue
+            pick = np.random.randint(count)
+            for a in range(d):
+                if ok[a]:
+                    if pick == 0:
+                        break
+                    pick -= 1
+            delta += cost[a] - cost[x[v]]
+            log[2 * n_log] = v
+            log[2 * n_log + 1] = x[v]
+            n_log += 1
+            move(g, v, a, x, load)
+        n = 0
+        for i in range(got):
+            v = region[i]
+            if not queued[v]:
+                queued[v] = True
+                stack[n] = v
+                n += 1
+            for j in range(g.adj_off[v], g.adj_off[v + 1]):
+                w = g.adj_nbr[j]
+                if not queued[w]:
+                    queued[w] = True
+                    stack[n] = w
+                    n += 1
+        gain, n, n_log = descend(g, x, load, stack, n, queued, 1 << 30, cost, ok, log, n_log)
+        for i in range(n):  # a full log left some queued
+            queued[stack[i]] = False
+        delta -= gain
+        if delta < -0.5:  # costs are integers: anything smaller is rounding
+            total -= delta
+            continue
+        for i in range(n_log - 1, -1, -1):
+            move(g, log[2 * i], log[2 * i + 1], x, load)
+    stamp[nv] += n_iter
+    return total

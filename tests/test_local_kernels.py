@@ -1,0 +1,84 @@
+"""The compiled local-search kernels against direct numpy computations."""
+
+import time
+
+import numpy as np
+import pytest
+
+from maxshard.backends.local import Search
+from maxshard.reduce import Infeasible, reduce
+
+from .conftest import generated
+
+
+def search_for(tmp_path, seed):
+    inst = generated(tmp_path, seed, nodes=60, max_strategies=5, forbidden=0.05, tightness=0.2)
+    try:
+        model = reduce(inst)
+    except Infeasible:
+        pytest.skip("generated instance has no feasible solution")
+    if model.nv < 3:
+        pytest.skip("presolve left too little to search")
+    return model, Search(model, seed)
+
+
+def reference_options(model, x, load, limit, v):
+    cost = model.unary_of(v).astype(np.float64)
+    for e in range(model.m):
+        if model.edge_u[e] == v:
+            cost = cost + model.table(e)[:, x[model.edge_v[e]]]
+        elif model.edge_v[e] == v:
+            cost = cost + model.table(e)[x[model.edge_u[e]], :]
+    ok = np.ones(len(cost), dtype=bool)
+    for k in np.flatnonzero(model.term_var == v):
+        lo, hi = model.term_lo[k], model.term_hi[k]
+        use = model.usage_of(k)
+        ok &= use - use[x[v]] <= limit - load[lo:hi].max()
+    return cost, ok
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_options_match_a_direct_computation(tmp_path, seed):
+    model, search = search_for(tmp_path, seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(5):
+        search.reset(rng.integers(0, model.dom_size))  # any assignment, fitting or not
+        for v in range(model.nv):
+            cost, ok = search.options(v)
+            want_cost, want_ok = reference_options(model, search.x, search.load, search.limit, v)
+            assert np.allclose(cost, want_cost, rtol=1e-12)
+            assert np.array_equal(ok, want_ok)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_moves_keep_the_load_exact_and_undo_cleanly(tmp_path, seed):
+    model, search = search_for(tmp_path, seed)
+    rng = np.random.default_rng(seed)
+    start = rng.integers(0, model.dom_size)
+    search.reset(start)
+    done = []
+    for _ in range(50):
+        v = int(rng.integers(model.nv))
+        done.append((v, int(search.x[v])))
+        search.move(v, int(rng.integers(model.dom_size[v])))
+        assert np.array_equal(search.load[:-1], model.load(search.x))
+    for v, old in reversed(done):
+        search.move(v, old)
+    assert np.array_equal(search.x, start)
+    assert np.array_equal(search.load[:-1], model.load(start))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_descent_and_perturbation_stay_fitting_and_never_worsen(tmp_path, seed):
+    model, search = search_for(tmp_path, seed)
+    assert search.reset(model.min_usage_solution())
+    before = model.cost(search.x)
+    search.descend(float("inf"))
+    after_descent = model.cost(search.x)
+    assert after_descent <= before and model.fits(search.x)
+    reports = []
+    search.iterate(time.monotonic() + 0.3, reports.append, report_every=0.0)
+    costs = [model.cost(x) for x in [*reports, search.x]]
+    assert all(c <= after_descent for c in costs)
+    assert all(model.fits(x) for x in [*reports, search.x])
+    assert np.array_equal(search.load[:-1], model.load(search.x))
