@@ -55,3 +55,12 @@ class Recorder:
 @pytest.fixture
 def example() -> Instance:
     return read_instance(EXAMPLE)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels():
+    """Compile the local search's kernels before any timed test (cached on disk
+    after the first run; the benchmark tool reports the cold-start cost)."""
+    from maxshard.backends.local import warm_up
+
+    warm_up()

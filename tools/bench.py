@@ -76,6 +76,27 @@ def check(path: Path, answer: list[int]) -> dict[str, int | bool]:
     }
 
 
+def warm_up() -> tuple[float, float]:
+    """Seconds to compile the numba kernels from scratch (in a throwaway cache:
+    what the first solve after an install would pay) and to load them from
+    the real cache, which this leaves warm for the timed runs."""
+
+    def timed(env: dict) -> float:
+        start = time.monotonic()
+        subprocess.run(
+            [sys.executable, "-m", "maxshard", "warmup"],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return time.monotonic() - start
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cold = timed({**os.environ, "NUMBA_CACHE_DIR": tmp})
+    timed(dict(os.environ))  # compiles into the real cache if it is cold
+    return cold, timed(dict(os.environ))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("names", nargs="*", help="benchmark letters or names (default: all)")
@@ -96,6 +117,7 @@ def main() -> None:
             for r in rows
             if any(r["benchmark"].endswith("-" + n) or r["benchmark"] == n for n in args.names)
         ]
+    cold, warm = warm_up()
     table = []
     for r in rows:
         path = args.bench_dir / f"{r['benchmark']}.json.gz"
@@ -148,6 +170,10 @@ def main() -> None:
     scores = [row["score"] for row in table if row.get("score")]
     if scores:
         print(f"\nscore sum {sum(scores):.4f} over {len(scores)} benchmarks (scale {args.scale})")
+    print(
+        f"\nnumba kernels: {cold:.1f}s to compile from scratch (once per install, "
+        f"`maxshard warmup`), {warm:.1f}s to load once cached (in every time_s above)"
+    )
     if args.out:
         with args.out.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=cols + ["method"], extrasaction="ignore")

@@ -226,34 +226,17 @@ def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:
     """Greedy memory repair: at the most overloaded point, make the change that
     saves usage there at the smallest cost increase per unit saved, among the
     changes that overload no other point (so the total overflow only shrinks)."""
-    model = search.model
     for _ in range(max_moves):
-        over = search.load[:-1] - search.limit
+        over = search.load - search.limit
         p = int(np.argmax(over))
         if over[p] <= 0:
             return True
         if time.monotonic() > deadline:
             return False
-        best = (np.inf, -1, -1)
-        for v in np.unique(model.term_var[(model.term_lo <= p) & (p < model.term_hi)]):
-            v = int(v)
-            rng = search.ranges[v]
-            extra = search.extra(v)
-            at_p = int(np.flatnonzero((rng[0::2] <= p) & (p < rng[1::2]))[0])
-            saved = -extra[at_p]
-            peak = search.peaks(v)
-            harmless = ((extra <= 0) | (extra <= (search.limit - peak)[:, None])).all(axis=0)
-            ok = harmless & (saved > 0)
-            if not ok.any():
-                continue
-            cost = search.options(v)[0]
-            ratio = np.where(ok, (cost - cost[search.x[v]]) / np.maximum(saved, 1), np.inf)
-            k = int(np.argmin(ratio))
-            if ratio[k] < best[0]:
-                best = (ratio[k], v, k)
-        if best[1] < 0:
+        v, value = search.repair_move(p)
+        if v < 0:
             return False  # stuck: no single change helps without harm elsewhere
-        search.move(best[1], best[2])
+        search.move(v, value)
     return False
 
 

@@ -17,6 +17,7 @@ reported solution is re-costed exactly by the caller.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -67,18 +68,8 @@ class Search:
         nv = model.nv
         self.limit = model.limit if model.limit is not None else np.iinfo(np.int64).max // 4
         self.g = kernels.graph(model, self.limit)
-        # Memory terms per variable, for the repair's usage questions:
-        # interleaved [lo, hi] for reduceat, and usages (terms x values).
-        self.ranges: list[np.ndarray | None] = [None] * nv
-        self.usage: list[np.ndarray | None] = [None] * nv
-        by_var = np.argsort(model.term_var, kind="stable")
-        for v in range(nv):
-            ks = by_var[self.g.term_off[v] : self.g.term_off[v + 1]]
-            if len(ks):
-                self.ranges[v] = np.column_stack([model.term_lo[ks], model.term_hi[ks]]).ravel()
-                self.usage[v] = np.stack([model.usage_of(k) for k in ks])
         self.x = np.zeros(nv, dtype=np.int64)
-        self.load = np.zeros(len(model.base) + 1, dtype=np.int64)  # one pad cell for reduceat
+        self.load = np.zeros(len(model.base), dtype=np.int64)
         # scratch space of the kernels
         width = int(model.dom_size.max()) if nv else 0
         self._cost = np.zeros(width)
@@ -90,29 +81,25 @@ class Search:
 
     def reset(self, x: np.ndarray) -> bool:
         self.x = np.array(x, dtype=np.int64)
-        self.load[:-1] = self.model.load(self.x)
+        self.load[:] = self.model.load(self.x)
         return self.feasible()
 
     def feasible(self) -> bool:
-        return len(self.load) == 1 or int(self.load[:-1].max()) <= self.limit
+        return not len(self.load) or int(self.load.max()) <= self.limit
 
     def options(self, v: int) -> tuple[np.ndarray, np.ndarray]:
         """Cost of each value of ``v`` given its neighbours, and which values fit in memory."""
-        d = kernels.options(self.g, v, self.x, self.load, self._cost, self._ok)
+        d = kernels.options(self.g, int(v), self.x, self.load, self._cost, self._ok)
         return self._cost[:d].copy(), self._ok[:d].copy()
 
-    def peaks(self, v: int) -> np.ndarray:
-        """Highest current load over each of ``v``'s term ranges (one ``reduceat``
-        over the interleaved [lo, hi] bounds; the odd slots are the gaps between)."""
-        return np.maximum.reduceat(self.load, self.ranges[v])[::2]
-
-    def extra(self, v: int) -> np.ndarray:
-        """Usage change per term (rows) if ``v`` took each value (columns)."""
-        use = self.usage[v]
-        return use - use[:, self.x[v], None]
+    def repair_move(self, p: int) -> tuple[int, int]:
+        """The usage-saving change at point ``p`` that the repair makes next
+        (see :func:`.local_kernels.repair_move`); (-1, -1) if there is none."""
+        v, value = kernels.repair_move(self.g, p, self.x, self.load, self._cost, self._ok)
+        return int(v), int(value)
 
     def move(self, v: int, value: int) -> None:
-        kernels.move(self.g, v, value, self.x, self.load)
+        kernels.move(self.g, int(v), int(value), self.x, self.load)
 
     def descend(self, deadline: float, queue: list[int] | None = None) -> float:
         """Greedy best-improvement moves until no variable improves; returns the gain."""
@@ -161,3 +148,33 @@ class Search:
                 pending, last_report = False, time.monotonic()
         if pending:
             report(self.x.copy())
+
+
+def warm_up() -> float:
+    """Compile the kernels now; returns the seconds it took.
+
+    numba caches compiled kernels on disk, so only the first call after an
+    install (or a change to the kernels) compiles: measured ~8 s, against
+    ~0.5 s once cached. A solve with a cold cache would spend that time in its
+    workers, so installs and benchmarks warm up first.
+    """
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from ..generate import generate
+    from ..reader import read_instance
+    from ..reduce import reduce
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "warm-up.json"
+        path.write_text(json.dumps(generate(30, forbidden=0.0, tightness=0.2, seed=1)))
+        model = reduce(read_instance(path), passes=False)
+    search = Search(model, 0)
+    search.reset(model.min_usage_solution())
+    search.descend(math.inf)
+    search.iterate(time.monotonic() + 0.01, lambda _x: None)
+    search.repair_move(0)
+    search.move(0, int(search.x[0]))
+    return time.monotonic() - start

@@ -64,41 +64,117 @@ def graph(model: Model, limit: int) -> Graph:
     )
 
 
+NO_TABLE = np.zeros((0, 0), dtype=np.int64)  # range maxima by scanning
+
+
 @njit(cache=True)
 def seed(value: int) -> None:
     np.random.seed(value)
 
 
 @njit(cache=True)
-def options(g, v, x, load, cost, ok):
-    """Fill ``cost[:d]`` (value costs given the neighbours) and ``ok[:d]`` (the
-    value keeps every point of ``v``'s terms within the limit); returns ``d``."""
+def value_costs(g, v, x, cost):
+    """Fill ``cost[:d]`` with the cost of each value of ``v`` given its
+    neighbours; returns ``d``."""
     a0 = g.dom_off[v]
     d = g.dom_off[v + 1] - a0
     for a in range(d):
         cost[a] = g.unary[a0 + a]
-        ok[a] = True
     for j in range(g.adj_off[v], g.adj_off[v + 1]):
         start = g.adj_tab[j] + x[g.adj_nbr[j]] * g.adj_other[j]
         stride = g.adj_own[j]
         for a in range(d):
             cost[a] += g.table[start + a * stride]
+    return d
+
+
+@njit(cache=True)
+def range_max(load, peaks, lo, hi):
+    """max(load[lo:hi]), from the sparse table ``peaks`` if it has rows, else by a scan."""
+    if len(peaks):
+        j = 0
+        while 2 << j <= hi - lo:
+            j += 1
+        return max(peaks[j, lo], peaks[j, hi - (1 << j)])
+    peak = load[lo]
+    for p in range(lo + 1, hi):
+        if load[p] > peak:
+            peak = load[p]
+    return peak
+
+
+@njit(cache=True)
+def sparse_table(load):
+    """Row j holds the maxima of load over windows of 2**j points."""
+    n = len(load)
+    rows = 1
+    while 1 << rows <= n:
+        rows += 1
+    peaks = np.empty((rows, n), dtype=load.dtype)
+    peaks[0] = load
+    for j in range(1, rows):
+        half = 1 << (j - 1)
+        for i in range(n - (1 << j) + 1):
+            peaks[j, i] = max(peaks[j - 1, i], peaks[j - 1, i + half])
+    return peaks
+
+
+@njit(cache=True)
+def value_fits(g, v, x, load, peaks, ok, d, decrease_ok):
+    """Fill ``ok[:d]``: the value keeps every point of ``v``'s terms within the
+    limit (with ``decrease_ok``, a value that adds nothing anywhere passes too,
+    even where the point is already over). ``peaks``: see :func:`range_max`."""
+    for a in range(d):
+        ok[a] = True
     xv = x[v]
     for k in range(g.term_off[v], g.term_off[v + 1]):
         lo, hi = g.term_lo[k], g.term_hi[k]
         if hi <= lo:
             continue
-        peak = load[lo]
-        for p in range(lo + 1, hi):
-            if load[p] > peak:
-                peak = load[p]
-        room = g.limit - peak
+        room = g.limit - range_max(load, peaks, lo, hi)
         u0 = g.term_use[k]
         now = g.usage[u0 + xv]
         for a in range(d):
-            if g.usage[u0 + a] - now > room:
+            extra = g.usage[u0 + a] - now
+            if extra > room and not (decrease_ok and extra <= 0):
                 ok[a] = False
+
+
+@njit(cache=True)
+def options(g, v, x, load, cost, ok):
+    """Fill ``cost[:d]`` (value costs given the neighbours) and ``ok[:d]`` (the
+    value keeps every point of ``v``'s terms within the limit); returns ``d``."""
+    d = value_costs(g, v, x, cost)
+    value_fits(g, v, x, load, NO_TABLE, ok, d, False)
     return d
+
+
+@njit(cache=True)
+def repair_move(g, p, x, load, cost, ok):
+    """The change that saves usage at point ``p`` at the smallest cost increase
+    per unit saved, among the changes that add usage to no point already at
+    (or that would go over) the limit. Returns (variable, value), or (-1, -1)."""
+    best_ratio, best_v, best_a = np.inf, -1, -1
+    peaks = sparse_table(load)  # hundreds of variables ask for range maxima here
+    for v in range(len(x)):
+        covering = -1
+        for k in range(g.term_off[v], g.term_off[v + 1]):
+            if g.term_lo[k] <= p < g.term_hi[k]:
+                covering = k
+                break
+        if covering < 0:
+            continue
+        d = value_costs(g, v, x, cost)
+        value_fits(g, v, x, load, peaks, ok, d, True)
+        u0 = g.term_use[covering]
+        now = g.usage[u0 + x[v]]
+        for a in range(d):
+            saved = now - g.usage[u0 + a]
+            if ok[a] and saved > 0:
+                ratio = (cost[a] - cost[x[v]]) / saved
+                if ratio < best_ratio:
+                    best_ratio, best_v, best_a = ratio, v, a
+    return best_v, best_a
 
 
 @njit(cache=True)
