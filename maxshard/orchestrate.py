@@ -240,6 +240,20 @@ def default_plan(model: Model) -> list[str]:
     return ["lagrange", "local"]
 
 
+#: Share of the time that large models spend, at the end, on iterated local
+#: search (two seeds) from the best solution of the Lagrangian loop.
+FINAL_POLISH = 0.3
+
+
+def default_stages(model: Model) -> list[tuple[list[str], float]]:
+    """The default plan in stages: (backends, share of the time). Each stage
+    starts from the best solution of the stages before it."""
+    plan = default_plan(model)
+    if plan == ["lagrange", "lagrange"]:
+        return [(plan, 1 - FINAL_POLISH), (["local", "local"], FINAL_POLISH)]
+    return [(plan, 1.0)]
+
+
 def solve(
     inst: Instance,
     deadline: float,
@@ -268,5 +282,12 @@ def solve(
     x = model.min_usage_solution()
     if model.fits(x):
         best.offer(model.reconstruct(x), "presolve start", x)
-    run_backends(model, best, plan or default_plan(model), deadline, seed)
+    stages = [(plan, 1.0)] if plan else default_stages(model)
+    start, done = time.monotonic(), 0.0
+    for names, share in stages:
+        done += share
+        end = deadline if done >= 1 - 1e-9 else start + done * (deadline - start)
+        run_backends(model, best, names, end, seed)
+        if best.status in ("optimal", "infeasible"):
+            break
     return best

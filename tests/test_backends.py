@@ -157,3 +157,21 @@ def test_fully_presolved_instance_needs_no_backend(tmp_path):
     outcome = run_backends(model, best, ["local"], time.monotonic() + 5)
     assert best.status == "optimal" and best.evaluation.cost == 14 == best.lower_bound  # 5+9+0
     assert outcome == {"local": "not needed"}
+
+
+def test_stages_run_in_turn_and_hand_on_the_incumbent(tmp_path, fake_plugins, monkeypatch):
+    from maxshard import orchestrate
+
+    inst = generated(tmp_path, 5, nodes=12, forbidden=0.0, tightness=0.4)
+    model = reduce(inst)
+    start_cost = evaluate(inst, model.reconstruct(model.min_usage_solution())).cost
+    # "bounding" reports its incumbent's cost as a bound: that proves optimality
+    # (and ends the run) only if it was handed the first stage's improvement
+    stages = [(["local"], 0.4), (["bounding"], 0.6)]
+    monkeypatch.setattr(orchestrate, "default_stages", lambda model: stages)
+    start = time.monotonic()
+    best = orchestrate.solve(inst, start + 3.0, lambda _line: None)
+    took = time.monotonic() - start
+    assert best.evaluation.cost < start_cost
+    assert best.status == "optimal" and best.lower_bound == best.evaluation.cost
+    assert 1.0 < took < 2.2  # the first stage used its share (less the worker margin)
