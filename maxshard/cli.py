@@ -345,7 +345,7 @@ def compare_cmd(
 @app.command("warmup")
 def warmup_cmd() -> None:
     """Compile the local search's kernels now (once per install: numba caches
-    them on disk; otherwise the first solve spends ~8 s of its budget on it)."""
+    them on disk; otherwise the first solve spends ~10 s of its budget on it)."""
     from .backends.local import warm_up
 
     typer.echo(f"# kernels ready in {warm_up():.1f}s")

@@ -12,7 +12,9 @@ import pytest
 from maxshard.evaluate import evaluate
 from maxshard.generate import generate
 from maxshard.instance import Instance
+from maxshard.model import Model
 from maxshard.reader import read_instance
+from maxshard.reduce import Infeasible, reduce
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT.parent / "shared" / "benchmarks"
@@ -26,6 +28,14 @@ def write_problem(path: Path, problem: dict) -> Path:
 
 def generated(tmp_path: Path, seed: int, **kw) -> Instance:
     return read_instance(write_problem(tmp_path / f"g{seed}.json", generate(seed=seed, **kw)))
+
+
+def reduced_or_skip(inst: Instance) -> Model:
+    """The presolved model, or skip the test when the instance has no feasible solution."""
+    try:
+        return reduce(inst)
+    except Infeasible:
+        pytest.skip("generated instance has no feasible solution")
 
 
 def brute_force(inst: Instance) -> tuple[int | None, list[int] | None]:

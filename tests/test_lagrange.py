@@ -6,16 +6,13 @@ import pytest
 from maxshard.backends.lagrange import Lagrange, penalties, relax, repair
 from maxshard.backends.local import Search
 from maxshard.evaluate import evaluate
-from maxshard.reduce import Infeasible, reduce
 
-from .conftest import Recorder, generated
+from .conftest import Recorder, generated, reduced_or_skip
 
 
 def model_for(tmp_path, seed, **kw):
-    try:
-        return generated(tmp_path, seed, **kw), reduce(generated(tmp_path, seed, **kw))
-    except Infeasible:
-        pytest.skip("generated instance has no feasible solution")
+    inst = generated(tmp_path, seed, **kw)
+    return inst, reduced_or_skip(inst)
 
 
 def test_penalties_match_a_direct_sum(tmp_path):

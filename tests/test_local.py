@@ -5,18 +5,15 @@ import pytest
 
 from maxshard.backends.local import LocalSearch
 from maxshard.evaluate import evaluate
-from maxshard.reduce import Infeasible, reduce
+from maxshard.reduce import reduce
 
-from .conftest import brute_force, generated
+from .conftest import brute_force, generated, reduced_or_skip
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_local_search_answers_are_valid_and_never_worse_than_start(tmp_path, seed):
     inst = generated(tmp_path, seed, nodes=30, max_strategies=4, forbidden=0.05, tightness=0.2)
-    try:
-        model = reduce(inst)
-    except Infeasible:
-        pytest.skip("generated instance has no feasible solution")
+    model = reduced_or_skip(inst)
     reports = []
     start = model.min_usage_solution()
     result = LocalSearch().solve(model, time.monotonic() + 0.3, None, reports.append, seed)

@@ -6,17 +6,13 @@ import numpy as np
 import pytest
 
 from maxshard.backends.local import Search
-from maxshard.reduce import Infeasible, reduce
 
-from .conftest import generated
+from .conftest import generated, reduced_or_skip
 
 
 def search_for(tmp_path, seed):
     inst = generated(tmp_path, seed, nodes=60, max_strategies=5, forbidden=0.05, tightness=0.2)
-    try:
-        model = reduce(inst)
-    except Infeasible:
-        pytest.skip("generated instance has no feasible solution")
+    model = reduced_or_skip(inst)
     if model.nv < 3:
         pytest.skip("presolve left too little to search")
     return model, Search(model, seed)

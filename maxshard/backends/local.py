@@ -154,8 +154,8 @@ def warm_up() -> float:
     """Compile the kernels now; returns the seconds it took.
 
     numba caches compiled kernels on disk, so only the first call after an
-    install (or a change to the kernels) compiles: measured ~8 s, against
-    ~0.5 s once cached. A solve with a cold cache would spend that time in its
+    install (or a change to the kernels) compiles: measured 10-12 s, against
+    0.3 s once cached. A solve with a cold cache would spend that time in its
     workers, so installs and benchmarks warm up first.
     """
     import json

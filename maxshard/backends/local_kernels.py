@@ -190,6 +190,18 @@ def move(g, v, value, x, load):
 
 
 @njit(cache=True)
+def push_neighbours(g, v, stack, n, queued):
+    """Queue ``v``'s neighbours that are not queued yet; returns the new stack size."""
+    for j in range(g.adj_off[v], g.adj_off[v + 1]):
+        w = g.adj_nbr[j]
+        if not queued[w]:
+            queued[w] = True
+            stack[n] = w
+            n += 1
+    return n
+
+
+@njit(cache=True)
 def descend(g, x, load, stack, n, queued, max_steps, cost, ok, log, n_log):
     """Best-improvement moves for the variables on ``stack[:n]`` (re-queueing the
     neighbours of each moved one) until it empties or ``max_steps`` pass.
@@ -220,12 +232,7 @@ def descend(g, x, load, stack, n, queued, max_steps, cost, ok, log, n_log):
             n_log += 1
         gain += now - best_cost
         move(g, v, best, x, load)
-        for j in range(g.adj_off[v], g.adj_off[v + 1]):
-            w = g.adj_nbr[j]
-            if not queued[w]:
-                queued[w] = True
-                stack[n] = w
-                n += 1
+        n = push_neighbours(g, v, stack, n, queued)
     return gain, n, n_log
 
 
@@ -233,9 +240,8 @@ def descend(g, x, load, stack, n, queued, max_steps, cost, ok, log, n_log):
 def iterate(g, x, load, n_iter, stack, queued, cost, ok, log, stamp):
     """``n_iter`` steps of iterated local search: re-draw a random connected set
     of 2-8 variables among their fitting values, descend from there, and keep
-    the result only if it is cheaper (else undo it). Returns the summed gain."""
+    the result only if it is cheaper (else undo it)."""
     nv = len(x)
-    total = 0.0
     region = np.empty(8, dtype=np.int64)
     for it in range(n_iter):
         size = np.random.randint(2, 9)
@@ -284,20 +290,13 @@ def iterate(g, x, load, n_iter, stack, queued, cost, ok, log, stamp):
                 queued[v] = True
                 stack[n] = v
                 n += 1
-            for j in range(g.adj_off[v], g.adj_off[v + 1]):
-                w = g.adj_nbr[j]
-                if not queued[w]:
-                    queued[w] = True
-                    stack[n] = w
-                    n += 1
+            n = push_neighbours(g, v, stack, n, queued)
         gain, n, n_log = descend(g, x, load, stack, n, queued, 1 << 30, cost, ok, log, n_log)
         for i in range(n):  # a full log left some queued
             queued[stack[i]] = False
         delta -= gain
         if delta < -0.5:  # costs are integers: anything smaller is rounding
-            total -= delta
             continue
         for i in range(n_log - 1, -1, -1):
             move(g, log[2 * i], log[2 * i + 1], x, load)
     stamp[nv] += n_iter
-    return total
