@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from maxshard.backends.local import Search
+from maxshard.reader import read_instance
+from maxshard.reduce import reduce
 
-from .conftest import generated, reduced_or_skip
+from .conftest import generated, reduced_or_skip, write_problem
 
 
 def search_for(tmp_path, seed):
@@ -78,3 +80,40 @@ def test_descent_and_perturbation_stay_fitting_and_never_worsen(tmp_path, seed):
     assert all(c <= after_descent for c in costs)
     assert all(model.fits(x) for x in [*reports, search.x])
     assert np.array_equal(search.load, model.load(search.x))
+
+
+def test_exchange_trades_memory_where_a_descent_is_stuck(tmp_path):
+    # a and b share one time point with room for one large usage. From a=0, b=0
+    # (cost 10) a's cheap value needs b's room: a alone may not move, and b
+    # alone would only add cost; the exchange a->1 with repair b->1 costs 1.
+    problem = {
+        "problem": {
+            "name": "swap",
+            "nodes": {
+                "intervals": [[0, 1], [0, 1]],
+                "costs": [[10, 0], [0, 1]],
+                "usages": [[1, 5], [5, 1]],
+            },
+            "edges": {"nodes": [], "costs": []},
+            "usage_limit": 6,
+        }
+    }
+    model = reduce(read_instance(write_problem(tmp_path / "swap.json", problem)), passes=False)
+    search = Search(model, 0)
+    assert search.reset(np.zeros(2, dtype=np.int64))
+    search.descend(float("inf"))
+    assert model.cost(search.x) == 10  # the descent cannot leave
+    search.exchanges(float("inf"))
+    assert list(search.x) == [1, 1] and model.cost(search.x) == 1
+    assert np.array_equal(search.load, model.load(search.x)) and model.fits(search.x)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exchanges_stay_fitting_and_never_worsen(tmp_path, seed):
+    model, search = search_for(tmp_path, seed)
+    assert search.reset(model.min_usage_solution())
+    for _ in range(3):
+        before = model.cost(search.x)
+        search.exchanges(float("inf"))
+        assert model.cost(search.x) <= before and model.fits(search.x)
+        assert np.array_equal(search.load, model.load(search.x))

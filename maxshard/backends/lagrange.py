@@ -14,8 +14,8 @@ adds to each value the usage it holds at every point, weighted by ``lam``
 2. *repair and relink*: repair the relaxed solution greedily until it fits,
    and walk the best solution toward the relaxed one (each variable takes its
    relaxed value where memory allows); *polish* both with the local search's
-   memory-feasible descent and the best with a second of iterated local
-   search; keep whatever is cheaper;
+   memory-feasible descent and the best with two seconds of the local
+   search's exchange moves and perturbations; keep whatever is cheaper;
 3. *update*: subgradient step ``lam += step * (load - limit)`` (Polyak step
    from the best cost and the relaxed value, shrunk when the relaxed value
    stalls), clipped at zero;
@@ -57,8 +57,10 @@ class Lagrange:
     relax_seconds = 3
     #: initial Polyak step factor (0.3 measured worse on S and N: multipliers grow too slowly)
     theta = 1.0
-    #: iterated local search on the best solution after every round
-    polish_seconds = 1.0
+    #: local search (a pass of exchange moves, then perturbations) on the best
+    #: solution after every round. Measured on S, one worker, 120 s, four seeds:
+    #: 1.612e9 on average with exchanges in 2 s, 1.640e9 with perturbations in 1 s.
+    polish_seconds = 2.0
     #: greedy repair budget per round (far-off relaxed solutions are left to relinking)
     repair_seconds = 2.0
     #: min-sum diffusion per round for the lower bound (workers with an even seed)
@@ -153,7 +155,7 @@ class Lagrange:
     ) -> list[np.ndarray]:
         """Fitting solutions derived from the relaxed solution ``x_r``: repaired and
         descended; the best one relinked toward it and descended; then a little
-        iterated local search from the best of those."""
+        local search (exchanges, perturbations) from the best of those."""
         found = []
         search.reset(x_r)
         if repair(search, min(deadline, time.monotonic() + self.repair_seconds)):

@@ -8,6 +8,11 @@
 3. *Perturbation* (iterated local search): re-draw a few connected variables at
    random among their memory-feasible values, descend again from there, and
    keep the result only if it is cheaper.
+4. *Exchange* (a pass first, then every 10 s): give a variable a cheaper value
+   that memory blocks, win the room back with greedy repairs of other variables
+   at the overloaded points, descend around them, and keep the result only if
+   it is cheaper. Only this move trades memory between variables; where memory
+   binds (S), it is worth more than all the perturbations.
 
 The loops run compiled (:mod:`.local_kernels`). Costs are compared in
 float64: exact for clean costs (sums far below 2**53); forbidden costs (10^18)
@@ -118,25 +123,51 @@ class Search:
         self._queued[:] = False
         return gain
 
-    def iterate(self, deadline: float, report: Report, report_every: float = 0.5) -> None:
-        """Iterated local search until the deadline; reports improvements.
+    def exchanges(self, deadline: float, tries: int = 3) -> None:
+        """One pass of exchange moves (:func:`.local_kernels.exchanges`) over the
+        variables in random order, in chunks so that the deadline is kept."""
+        order = self.rng.permutation(self.model.nv)
+        for start in range(0, len(order), 256):
+            if time.monotonic() >= deadline:
+                return
+            kernels.exchanges(
+                self.g, self.x, self.load, order[start : start + 256], tries,
+                self._stack, self._queued, self._cost, self._ok, self._log,
+            )  # fmt: skip
 
-        The kernel runs in batches of about 20 ms; after each, the exact cost
-        decides (the kernel's float sums could, with forbidden costs, mistake
-        rounding for a gain: then the batch is undone).
+    def iterate(
+        self,
+        deadline: float,
+        report: Report,
+        report_every: float = 0.5,
+        exchange_every: float = 10.0,
+    ) -> None:
+        """Iterated local search until the deadline, with a pass of exchange
+        moves first and every ``exchange_every`` seconds; reports improvements.
+
+        The perturbation kernel runs in batches of about 20 ms; after each batch
+        or pass, the exact cost decides (the kernels' float sums could, with
+        forbidden costs, mistake rounding for a gain: then it is undone).
+        Measured on S from a solution at 1.6717e9: 60 s of perturbations alone
+        reached 1.6337e9, with exchange passes 1.5934e9.
         """
         best_cost = self.model.cost(self.x)
         saved_x, saved_load = self.x.copy(), self.load.copy()
         last_report = time.monotonic()
+        next_exchange = last_report if exchange_every < math.inf else math.inf
         pending = False
         batch = 8
         while (now := time.monotonic()) < deadline:
-            kernels.iterate(
-                self.g, self.x, self.load, batch, self._stack, self._queued,
-                self._cost, self._ok, self._log, self._stamp,
-            )  # fmt: skip
-            took = time.monotonic() - now
-            batch = max(1, min(batch * 2, int(batch * 0.02 / max(took, 1e-6)) + 1))
+            if now >= next_exchange:
+                self.exchanges(deadline)
+                next_exchange = time.monotonic() + exchange_every
+            else:
+                kernels.iterate(
+                    self.g, self.x, self.load, batch, self._stack, self._queued,
+                    self._cost, self._ok, self._log, self._stamp,
+                )  # fmt: skip
+                took = time.monotonic() - now
+                batch = max(1, min(batch * 2, int(batch * 0.02 / max(took, 1e-6)) + 1))
             cost = self.model.cost(self.x)
             if cost < best_cost:
                 best_cost, pending = cost, True
@@ -175,6 +206,7 @@ def warm_up() -> float:
     search.reset(model.min_usage_solution())
     search.descend(math.inf)
     search.iterate(time.monotonic() + 0.01, lambda _x: None)
+    search.exchanges(math.inf)
     search.repair_move(0)
     search.move(0, int(search.x[0]))
     return time.monotonic() - start

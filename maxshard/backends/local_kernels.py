@@ -240,7 +240,8 @@ def descend(g, x, load, stack, n, queued, max_steps, cost, ok, log, n_log):
 def iterate(g, x, load, n_iter, stack, queued, cost, ok, log, stamp):
     """``n_iter`` steps of iterated local search: re-draw a random connected set
     of 2-8 variables among their fitting values, descend from there, and keep
-    the result only if it is cheaper (else undo it)."""
+    the result only if it is cheaper (else undo it). (Sets of up to 32 were
+    tried on S from a stalled solution: no better in 60 s.)"""
     nv = len(x)
     region = np.empty(8, dtype=np.int64)
     for it in range(n_iter):
@@ -300,3 +301,75 @@ def iterate(g, x, load, n_iter, stack, queued, cost, ok, log, stamp):
         for i in range(n_log - 1, -1, -1):
             move(g, log[2 * i], log[2 * i + 1], x, load)
     stamp[nv] += n_iter
+
+
+@njit(cache=True)
+def exchange(g, v, a, x, load, stack, queued, cost, ok, log, max_repairs):
+    """Give ``v`` the value ``a`` although it overflows memory, win the room back
+    with greedy repairs elsewhere (:func:`repair_move` at the most overloaded
+    point), descend around every changed variable, and keep it all only if the
+    total is cheaper; else undo. Returns the gain (0.0 when undone).
+
+    This is the move a memory-feasible descent cannot make: on S, 201 variables
+    of a good solution had a cheaper value that memory alone blocked."""
+    value_costs(g, v, x, cost)
+    delta = cost[a] - cost[x[v]]
+    log[0], log[1] = v, x[v]
+    n_log = 1
+    move(g, v, a, x, load)
+    fixed = False
+    for _ in range(max_repairs):
+        p = np.argmax(load)
+        if load[p] <= g.limit:
+            fixed = True
+            break
+        u, b = repair_move(g, p, x, load, cost, ok)
+        if u < 0 or u == v:  # stuck, or undoing the move itself
+            break
+        value_costs(g, u, x, cost)
+        delta += cost[b] - cost[x[u]]
+        log[2 * n_log], log[2 * n_log + 1] = u, x[u]
+        n_log += 1
+        move(g, u, b, x, load)
+    if fixed:
+        n = 0
+        for i in range(n_log):
+            w = log[2 * i]
+            if not queued[w]:
+                queued[w] = True
+                stack[n] = w
+                n += 1
+            n = push_neighbours(g, w, stack, n, queued)
+        gain, n, n_log = descend(g, x, load, stack, n, queued, 1 << 30, cost, ok, log, n_log)
+        for i in range(n):  # a full log left some queued
+            queued[stack[i]] = False
+        if delta - gain < -0.5:  # costs are integers: anything smaller is rounding
+            return gain - delta
+    for i in range(n_log - 1, -1, -1):
+        move(g, log[2 * i], log[2 * i + 1], x, load)
+    return 0.0
+
+
+@njit(cache=True)
+def exchanges(g, x, load, order, tries, stack, queued, cost, ok, log):
+    """For each variable of ``order``: try :func:`exchange` toward its ``tries``
+    cheapest values that memory blocks and that beat its current value, until one
+    is kept. Returns the total gain."""
+    total = 0.0
+    blocked = np.empty(len(cost))
+    values = np.empty(len(cost), dtype=np.int64)
+    for v in order:
+        d = options(g, v, x, load, cost, ok)
+        now = cost[x[v]]
+        k = 0
+        for a in range(d):
+            if not ok[a] and cost[a] < now - 0.5:
+                blocked[k], values[k] = cost[a], a
+                k += 1
+        ranked = values[:k][np.argsort(blocked[:k])]
+        for i in range(min(k, tries)):
+            gain = exchange(g, v, ranked[i], x, load, stack, queued, cost, ok, log, 200)
+            if gain > 0:
+                total += gain
+                break
+    return total
