@@ -241,10 +241,11 @@ def default_plan(model: Model) -> list[str]:
 
 
 #: Share of the time that large models spend, at the end, on local search (two
-#: seeds) from the best solution of the Lagrangian loop. Measured on S, one run
-#: each: 0.9761 with half the time, 0.9717 with 30% (its exchange moves kept
-#: finding gains for a minute after the loop handed over).
-FINAL_POLISH = 0.5
+#: seeds) from the best solution of the Lagrangian loop. Its exchange moves
+#: keep finding gains for about a minute after the loop hands over on S (then
+#: stall), and the loop needs the rest: single runs on S scored 0.972-0.991
+#: with 15-50% here.
+FINAL_POLISH = 0.25
 
 
 def default_stages(model: Model) -> list[tuple[list[str], float]]:
