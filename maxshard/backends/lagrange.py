@@ -14,8 +14,9 @@ adds to each value the usage it holds at every point, weighted by ``lam``
 2. *repair and relink*: repair the relaxed solution greedily until it fits,
    and walk the best solution toward the relaxed one (each variable takes its
    relaxed value where memory allows); *polish* both with the local search's
-   memory-feasible descent and the best with two seconds of the local
-   search's exchange moves and perturbations; keep whatever is cheaper;
+   memory-feasible descent and the best with a little local search
+   (perturbations; for odd seeds exchange moves first); keep whatever is
+   cheaper;
 3. *update*: subgradient step ``lam += step * (load - limit)`` (Polyak step
    from the best cost and the relaxed value, shrunk when the relaxed value
    stalls), clipped at zero;
@@ -57,10 +58,13 @@ class Lagrange:
     relax_seconds = 3
     #: initial Polyak step factor (0.3 measured worse on S and N: multipliers grow too slowly)
     theta = 1.0
-    #: local search (a pass of exchange moves, then perturbations) on the best
-    #: solution after every round. Measured on S, one worker, 120 s, four seeds:
-    #: 1.612e9 on average with exchanges in 2 s, 1.640e9 with perturbations in 1 s.
-    polish_seconds = 2.0
+    #: local search on the best solution after every round: perturbations for
+    #: even seeds, exchange moves first for odd seeds (with twice the time).
+    #: Measured one worker each: exchanges here helped S (1.612e9 on average
+    #: over four seeds in 120 s, 1.640e9 without) and hurt N at both seeds
+    #: tried (2.075e11 and 2.086e11 in 90 s, 2.023e11 and 2.051e11 without),
+    #: so the two workers of the default plan run one kind each.
+    polish_seconds = 1.0
     #: greedy repair budget per round (far-off relaxed solutions are left to relinking)
     repair_seconds = 2.0
     #: min-sum diffusion per round for the lower bound (workers with an even seed)
@@ -116,7 +120,7 @@ class Lagrange:
                 light, seconds = True, seconds * 2 if light else seconds
                 continue
             # primal: solutions built from the relaxed one, polished; keep the cheapest
-            for x in self.primal(search, x_r, best_x, deadline):
+            for x in self.primal(search, x_r, best_x, deadline, exchanges=seed % 2 == 1):
                 cost = model.cost(x)
                 if cost < best_cost and not model.forbidden(x):
                     best_x, best_cost = x, cost
@@ -152,10 +156,12 @@ class Lagrange:
         x_r: np.ndarray,
         best_x: np.ndarray,
         deadline: float,
+        exchanges: bool = False,
     ) -> list[np.ndarray]:
         """Fitting solutions derived from the relaxed solution ``x_r``: repaired and
         descended; the best one relinked toward it and descended; then a little
-        local search (exchanges, perturbations) from the best of those."""
+        local search from the best of those (with ``exchanges``, exchange moves
+        first and for twice the time)."""
         found = []
         search.reset(x_r)
         if repair(search, min(deadline, time.monotonic() + self.repair_seconds)):
@@ -167,7 +173,9 @@ class Lagrange:
         found.append(search.x.copy())
         search.reset(min([best_x, *found], key=search.model.cost))
         # its finds reach the caller as the last candidate, in order with the others
-        search.iterate(min(deadline, time.monotonic() + self.polish_seconds), lambda _x: None)
+        seconds = self.polish_seconds * (2 if exchanges else 1)
+        end = min(deadline, time.monotonic() + seconds)
+        search.iterate(end, lambda _x: None, exchange_every=3.0 if exchanges else math.inf)
         found.append(search.x.copy())
         return found
 
