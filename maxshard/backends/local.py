@@ -156,7 +156,7 @@ class Search:
         best_cost = self.model.cost(self.x)
         saved_x, saved_load = self.x.copy(), self.load.copy()
         last_report = time.monotonic()
-        next_exchange = last_report if exchange_every < math.inf else math.inf
+        next_exchange = last_report if exchange_every < math.inf else math.inf  # first pass now
         pending = False
         batch = 8
         while (now := time.monotonic()) < deadline:

@@ -293,23 +293,36 @@ def iterate(g, x, load, n_iter, stack, queued, cost, ok, log, stamp):
             log[2 * n_log + 1] = x[v]
             n_log += 1
             move(g, v, a, x, load)
-        n = 0
-        for i in range(got):
-            v = region[i]
-            if not queued[v]:
-                queued[v] = True
-                stack[n] = v
-                n += 1
-            n = push_neighbours(g, v, stack, n, queued)
-        gain, n, n_log = descend(g, x, load, stack, n, queued, 1 << 30, cost, ok, log, n_log)
-        for i in range(n):  # a full log left some queued
-            queued[stack[i]] = False
-        delta -= gain
-        if delta < -0.5:  # costs are integers: anything smaller is rounding
-            continue
-        for i in range(n_log - 1, -1, -1):
-            move(g, log[2 * i], log[2 * i + 1], x, load)
+        settle(g, x, load, region[:got], stack, queued, cost, ok, log, n_log, delta)
     stamp[nv] += n_iter
+
+
+@njit(cache=True)
+def undo(g, x, load, log, n_log):
+    """Take back the moves logged in ``log[:2 * n_log]``, last first."""
+    for i in range(n_log - 1, -1, -1):
+        move(g, log[2 * i], log[2 * i + 1], x, load)
+
+
+@njit(cache=True)
+def settle(g, x, load, members, stack, queued, cost, ok, log, n_log, delta):
+    """End a compound change (logged in ``log[:2 * n_log]``, costing ``delta``):
+    descend around ``members`` and their neighbours, then keep it all if the
+    total is cheaper (returns the gain) or undo it all (returns 0.0)."""
+    n = 0
+    for v in members:
+        if not queued[v]:
+            queued[v] = True
+            stack[n] = v
+            n += 1
+        n = push_neighbours(g, v, stack, n, queued)
+    gain, n, n_log = descend(g, x, load, stack, n, queued, 1 << 30, cost, ok, log, n_log)
+    for i in range(n):  # a full log left some queued
+        queued[stack[i]] = False
+    if delta - gain < -0.5:  # costs are integers: anything smaller is rounding
+        return gain - delta
+    undo(g, x, load, log, n_log)
+    return 0.0
 
 
 @njit(cache=True)
@@ -340,22 +353,9 @@ def exchange(g, v, a, x, load, stack, queued, cost, ok, log, max_repairs):
         log[2 * n_log], log[2 * n_log + 1] = u, x[u]
         n_log += 1
         move(g, u, b, x, load)
-    if fixed:
-        n = 0
-        for i in range(n_log):
-            w = log[2 * i]
-            if not queued[w]:
-                queued[w] = True
-                stack[n] = w
-                n += 1
-            n = push_neighbours(g, w, stack, n, queued)
-        gain, n, n_log = descend(g, x, load, stack, n, queued, 1 << 30, cost, ok, log, n_log)
-        for i in range(n):  # a full log left some queued
-            queued[stack[i]] = False
-        if delta - gain < -0.5:  # costs are integers: anything smaller is rounding
-            return gain - delta
-    for i in range(n_log - 1, -1, -1):
-        move(g, log[2 * i], log[2 * i + 1], x, load)
+    if fixed:  # the changed variables are the logged ones
+        return settle(g, x, load, log[: 2 * n_log : 2], stack, queued, cost, ok, log, n_log, delta)
+    undo(g, x, load, log, n_log)
     return 0.0
 
 
@@ -363,8 +363,7 @@ def exchange(g, v, a, x, load, stack, queued, cost, ok, log, max_repairs):
 def exchanges(g, x, load, order, tries, stack, queued, cost, ok, log):
     """For each variable of ``order``: try :func:`exchange` toward its ``tries``
     cheapest values that memory blocks and that beat its current value, until one
-    is kept. Returns the total gain."""
-    total = 0.0
+    is kept."""
     blocked = np.empty(len(cost))
     values = np.empty(len(cost), dtype=np.int64)
     for v in order:
@@ -377,8 +376,5 @@ def exchanges(g, x, load, order, tries, stack, queued, cost, ok, log):
                 k += 1
         ranked = values[:k][np.argsort(blocked[:k])]
         for i in range(min(k, tries)):
-            gain = exchange(g, v, ranked[i], x, load, stack, queued, cost, ok, log, 200)
-            if gain > 0:
-                total += gain
+            if exchange(g, v, ranked[i], x, load, stack, queued, cost, ok, log, 200) > 0:
                 break
-    return total
