@@ -234,9 +234,10 @@ def default_plan(model: Model) -> list[str]:
         return ["toulbar2", "lagrange"]
     # Measured at equal time: lagrange wins by far where many variables share the
     # memory (M, N, S, U: 5k-34k variables), local search where few do (A: 285
-    # variables, P: 198); two seeds of lagrange diversify its relaxed solves.
+    # variables, P: 198). Its two workers price memory two ways: multipliers
+    # per point (with the bounds) and weights per term (the better S solutions).
     if model.nv >= LAGRANGE_ONLY_VARIABLES:
-        return ["lagrange", "lagrange"]
+        return ["lagrange", "lagrange-terms"]
     return ["lagrange", "local"]
 
 
@@ -252,7 +253,7 @@ def default_stages(model: Model) -> list[tuple[list[str], float]]:
     """The default plan in stages: (backends, share of the time). Each stage
     starts from the best solution of the stages before it."""
     plan = default_plan(model)
-    if plan == ["lagrange", "lagrange"]:
+    if plan == ["lagrange", "lagrange-terms"]:
         return [(plan, 1 - FINAL_POLISH), (["local", "local"], FINAL_POLISH)]
     return [(plan, 1.0)]
 

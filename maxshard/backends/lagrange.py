@@ -1,33 +1,39 @@
 """Lagrangian relaxation of memory, for models too large for exact search.
 
 Memory couples all variables; relaxing it leaves a pairwise cost function
-network that toulbar2 handles well. With one multiplier ``lam[p] >= 0`` per
-kept time point, the penalised problem
+network that toulbar2 handles well. Memory moves into the unary costs as a
+price per unit of usage, set one of two ways (backends ``lagrange`` and
+``lagrange-terms``; the default plan for large models runs both):
 
-    min_x  cost(x) + sum_p lam[p] * (load_p(x) - limit)
+- :class:`Multipliers` (:class:`Lagrange`): one multiplier ``lam[p] >= 0`` per kept
+  time point, the true Lagrangian
 
-adds to each value the usage it holds at every point, weighted by ``lam``
-(prefix sums make that one vectorised expression). Each round:
+      min_x  cost(x) + sum_p lam[p] * (load_p(x) - limit),
 
-1. *relax*: solve the penalised problem with toulbar2 under a short time limit
-   (a heuristic here: such solves are rarely proven optimal on large models);
+  moved by subgradient steps; every value pays its usage times the
+  multipliers it spans (prefix sums make that one vectorised expression);
+- :class:`TermWeights` (:class:`TermLagrange`): one weight per memory term, bracketed
+  between a weight at which its range overflowed and one at which it fitted,
+  like the contest winner's per-node weights.
+
+Each round:
+
+1. *relax*: solve the priced, memory-free problem with toulbar2 under a short
+   time limit (a heuristic here: such solves are rarely proven optimal on
+   large models);
 2. *repair and relink*: repair the relaxed solution greedily until it fits,
    and walk the best solution toward the relaxed one (each variable takes its
    relaxed value where memory allows); *polish* both with the local search's
    memory-feasible descent and the best with a little local search
-   (perturbations; for odd seeds exchange moves first); keep whatever is
-   cheaper;
-3. *update*: subgradient step ``lam += step * (load - limit)`` (Polyak step
-   from the best cost and the relaxed value, shrunk when the relaxed value
-   stalls), clipped at zero;
-4. *bound* (even seeds): a second of min-sum diffusion on the penalised
+   (perturbations, or exchange moves first); keep whatever is cheaper;
+3. *update* the prices from where the relaxed solution overflows;
+4. *bound* (multipliers only): a second of min-sum diffusion on the penalised
    problem (:mod:`maxshard.bound`) gives a valid lower bound for the current
-   multipliers, whether or not toulbar2 proved anything.
+   multipliers, whether or not toulbar2 proved anything; when toulbar2 proves
+   a relaxed solve optimal, its dual value is one too (see :func:`relax`).
 
 Every solution it reports fits in memory (the relinking never leaves the
-feasible region). When toulbar2 proves a relaxed solve optimal, the dual value
-of that round is a valid lower bound too (see :func:`relax`). Each better bound
-is reported as soon as it is found.
+feasible region). Each better bound is reported as soon as it is found.
 """
 
 from __future__ import annotations
@@ -58,16 +64,17 @@ class Lagrange:
     relax_seconds = 3
     #: initial Polyak step factor (0.3 measured worse on S and N: multipliers grow too slowly)
     theta = 1.0
-    #: local search on the best solution after every round: perturbations for
-    #: even seeds, exchange moves first for odd seeds (with twice the time).
-    #: Measured one worker each: exchanges here helped S (1.612e9 on average
-    #: over four seeds in 120 s, 1.640e9 without) and hurt N at both seeds
-    #: tried (2.075e11 and 2.086e11 in 90 s, 2.023e11 and 2.051e11 without),
-    #: so the two workers of the default plan run one kind each.
+    #: local search on the best solution after every round: perturbations, or
+    #: with ``exchanges`` exchange moves first (and twice the time). Measured
+    #: with multipliers, one worker each: exchanges here helped S (1.612e9 on
+    #: average over four seeds in 120 s, 1.640e9 without) and hurt N at both
+    #: seeds tried (2.075e11 and 2.086e11 in 90 s, 2.023e11 and 2.051e11
+    #: without); :class:`TermLagrange` runs them.
     polish_seconds = 1.0
+    exchanges = False
     #: greedy repair budget per round (far-off relaxed solutions are left to relinking)
     repair_seconds = 2.0
-    #: min-sum diffusion per round for the lower bound (workers with an even seed)
+    #: min-sum diffusion per round for the lower bound
     bound_seconds = 1.0
 
     def solve(
@@ -87,9 +94,8 @@ class Lagrange:
         if model.limit is None or not len(model.base):
             return Result(Status.FEASIBLE, best_x)
 
-        lam = np.zeros(len(model.base))
+        prices = self.prices(model)
         best_bound: int | None = None
-        diffusion = Diffusion(model) if seed % 2 == 0 else None
 
         def improve_bound(bound: int | None) -> bool:
             """Keep and report a better bound; True once it proves ``best_x`` optimal."""
@@ -99,18 +105,15 @@ class Lagrange:
                 report(lower_bound=bound)
             return best_bound is not None and best_bound >= best_cost
 
-        theta, stall, best_relaxed = self.theta, 0, -np.inf
-        seconds = self.relax_seconds * (1 + seed % 2)  # two workers: short and long relaxed solves
+        seconds = self.relax_seconds
         rounds = 0
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
-            x_r, bound = relax(model, lam, seconds, seed + rounds, light)
-            if diffusion is not None:
-                end = min(deadline, time.monotonic() + self.bound_seconds)
-                if improve_bound(diffusion.bound(lam, penalties(model, lam), end)):
-                    return Result(Status.OPTIMAL, best_x, best_cost)
-            if improve_bound(bound):
+            pen = whole(prices.penalties())
+            x_r, proved = solve_penalised(model, pen, seconds, seed + rounds, light)
+            end = min(deadline, time.monotonic() + self.bound_seconds)
+            if improve_bound(prices.bound(pen, x_r if proved else None, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
             if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
                 # (A memory-free descent on the penalised costs was tried in its
@@ -120,43 +123,27 @@ class Lagrange:
                 light, seconds = True, seconds * 2 if light else seconds
                 continue
             # primal: solutions built from the relaxed one, polished; keep the cheapest
-            for x in self.primal(search, x_r, best_x, deadline, exchanges=seed % 2 == 1):
+            for x in self.primal(search, x_r, best_x, deadline):
                 cost = model.cost(x)
                 if cost < best_cost and not model.forbidden(x):
                     best_x, best_cost = x, cost
                     report(best_x)
-            # dual: subgradient step on the memory excess of the relaxed solution
-            excess = (model.load(x_r) - model.limit).astype(np.float64)
-            relaxed = float(model.cost(x_r)) + float(lam @ excess)
-            if relaxed > best_relaxed:
-                best_relaxed, stall = relaxed, 0
-            else:
-                stall += 1
-                if stall >= 3:  # shrink the step; restart it once it is negligible
-                    theta, stall = (theta / 2 if theta > 1e-3 else 1.0), 0
-            active = (lam > 0) | (excess > 0)
-            norm = float(excess[active] @ excess[active])
-            if norm == 0:
-                continue  # fits with complementary slackness: no direction to move in
-            step = theta * max(best_cost - relaxed, 0.01 * best_cost) / norm
+            prices.update(x_r, best_cost)
             if DEBUG:
+                excess = model.load(x_r) - model.limit
                 print(
-                    f"round {rounds} t={time.monotonic():.1f} relaxed={relaxed:.4g} "
-                    f"cost_r={model.cost(x_r):.4g} over={int((excess > 0).sum())} "
-                    f"maxover={excess.max():.3g} best={best_cost:.4g} "
-                    f"theta={theta:.3g}",
+                    f"round {rounds} t={time.monotonic():.1f} cost_r={model.cost(x_r):.4g} "
+                    f"over={int((excess > 0).sum())} maxover={excess.max():.3g} "
+                    f"best={best_cost:.4g}",
                     file=sys.stderr,
                 )
-            lam = np.maximum(0.0, lam + step * excess)
         return Result(Status.FEASIBLE, best_x, best_bound)
 
+    def prices(self, model: Model) -> Multipliers | TermWeights:
+        return Multipliers(model, self.theta)
+
     def primal(
-        self,
-        search: Search,
-        x_r: np.ndarray,
-        best_x: np.ndarray,
-        deadline: float,
-        exchanges: bool = False,
+        self, search: Search, x_r: np.ndarray, best_x: np.ndarray, deadline: float
     ) -> list[np.ndarray]:
         """Fitting solutions derived from the relaxed solution ``x_r``: repaired and
         descended; the best one relinked toward it and descended; then a little
@@ -173,17 +160,39 @@ class Lagrange:
         found.append(search.x.copy())
         search.reset(min([best_x, *found], key=search.model.cost))
         # its finds reach the caller as the last candidate, in order with the others
-        seconds = self.polish_seconds * (2 if exchanges else 1)
+        seconds = self.polish_seconds * (2 if self.exchanges else 1)
         end = min(deadline, time.monotonic() + seconds)
-        search.iterate(end, lambda _x: None, exchange_every=3.0 if exchanges else math.inf)
+        search.iterate(end, lambda _x: None, exchange_every=3.0 if self.exchanges else math.inf)
         found.append(search.x.copy())
         return found
+
+
+class TermLagrange(Lagrange):
+    """The same loop with memory priced by :class:`TermWeights` (no bounds),
+    longer relaxed solves and exchange moves in the polish: the second worker
+    of the default plan for large models, beside :class:`Lagrange`.
+
+    Measured on S, one worker, 120 s: 1.530-1.537e9 at three seeds, where the
+    multipliers with the same polish averaged 1.612e9 (1.55-1.66e9).
+    """
+
+    name = "lagrange-terms"
+    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
+    relax_seconds = 6
+    exchanges = True
+
+    def prices(self, model: Model) -> Multipliers | TermWeights:
+        return TermWeights(model)
 
 
 def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
     """Per value: sum over its memory terms of usage times the multipliers it spans."""
     prefix = np.concatenate([[0.0], np.cumsum(lam)])
-    weight = prefix[model.term_hi] - prefix[model.term_lo]  # per term
+    return term_penalties(model, prefix[model.term_hi] - prefix[model.term_lo])
+
+
+def term_penalties(model: Model, weight: np.ndarray) -> np.ndarray:
+    """Per value: sum over its memory terms of usage times the term's weight."""
     pen = np.zeros(int(model.dom_off[-1]))
     per_value = np.repeat(weight, np.diff(model.term_off)) * model.term_usage
     slots = np.repeat(model.dom_off[model.term_var] - model.term_off[:-1], np.diff(model.term_off))
@@ -191,16 +200,109 @@ def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
     return pen
 
 
-def relax(
-    model: Model, lam: np.ndarray, seconds: int, seed: int, light: bool = False
-) -> tuple[np.ndarray | None, int | None]:
-    """A good solution of the penalised, memory-free problem, and the lower bound
-    on the model's optimum that it proves when toulbar2 finished (else None).
+class Multipliers:
+    """One multiplier per kept point, moved by subgradient steps: a true
+    Lagrangian relaxation, so every relaxed solve bounds the optimum.
 
-    Why the bound holds: for x that fits, ``load_p(x) <= limit``, so
-    ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit) = cost(x) + pen(x) -
-    sum_p lam_p (limit - base_p)``, and ``pen >= floor(pen)`` value by value;
-    the optimum of ``cost + floor(pen)`` is what toulbar2 proved.
+    Step ``lam += step * (load - limit)`` on the relaxed solution's excess, with
+    Polyak's step from the best cost and the relaxed value; the factor
+    ``theta`` halves when the relaxed value stalls for three rounds and restarts
+    at 1 once negligible; multipliers stay >= 0.
+    """
+
+    def __init__(self, model: Model, theta: float = 1.0) -> None:
+        self.model, self.theta = model, theta
+        self.lam = np.zeros(len(model.base))
+        self.diffusion = Diffusion(model)
+        self.best_relaxed, self.stall = -np.inf, 0
+
+    def penalties(self) -> np.ndarray:
+        return penalties(self.model, self.lam)
+
+    def bound(self, pen: np.ndarray, proved: np.ndarray | None, end: float) -> int | None:
+        """The better of a min-sum diffusion bound (until ``end``) and, when
+        toulbar2 proved the relaxed solution ``proved`` optimal, its dual value."""
+        found = [self.diffusion.bound(self.lam, self.penalties(), end)]
+        if proved is not None:
+            found.append(_dual(self.model, self.lam, pen, proved))
+        return max((b for b in found if b is not None), default=None)
+
+    def update(self, x_r: np.ndarray, best_cost: int) -> None:
+        model = self.model
+        excess = (model.load(x_r) - model.limit).astype(np.float64)
+        relaxed = float(model.cost(x_r)) + float(self.lam @ excess)
+        if relaxed > self.best_relaxed:
+            self.best_relaxed, self.stall = relaxed, 0
+        else:
+            self.stall += 1
+            if self.stall >= 3:  # shrink the step; restart it once it is negligible
+                self.theta, self.stall = (self.theta / 2 if self.theta > 1e-3 else 1.0), 0
+        active = (self.lam > 0) | (excess > 0)
+        norm = float(excess[active] @ excess[active])
+        if norm == 0:
+            return  # fits with complementary slackness: no direction to move in
+        step = self.theta * max(best_cost - relaxed, 0.01 * best_cost) / norm
+        self.lam = np.maximum(0.0, self.lam + step * excess)
+
+
+class TermWeights:
+    """One weight per memory term, each bracketed on its own, after the contest
+    winner's per-node weights (no bound: this is not a Lagrangian dual).
+
+    A term is *broken* when a point of its range is overloaded in the relaxed
+    solution. A broken term's weight becomes the lower end of its bracket, a
+    fitting term's the upper end, and the next weight is the bracket's middle.
+    Until a term has broken once (lower end 0), a fitting round divides its
+    weight by ``descent``; until it has fitted once (no upper end), a broken
+    round multiplies it by 4. Brackets go stale as the other weights move, so
+    each round the lower end of a fitting term shrinks by 1.5 and the upper
+    end of a broken one grows by 1.35.
+
+    Measured on S, one worker, 120 s: ``descent`` 2, 4 and 8 reached 1.549e9,
+    1.58e9 and 1.530-1.537e9 (each the same at every seed tried); the winner's
+    seeded noise of +-12.5% on the weights scattered the outcome (1.559e9 and
+    1.646e9), so the weights here are deterministic.
+    """
+
+    descent = 8.0
+
+    def __init__(self, model: Model, start: float = 1.0) -> None:
+        k = len(model.term_var)
+        self.model = model
+        self.w, self.lo, self.hi = np.full(k, start), np.zeros(k), np.full(k, np.inf)
+
+    def penalties(self) -> np.ndarray:
+        return term_penalties(self.model, self.w)
+
+    def bound(self, pen: np.ndarray, proved: np.ndarray | None, end: float) -> None:
+        return None
+
+    def update(self, x_r: np.ndarray, best_cost: int) -> None:
+        model = self.model
+        overloaded = np.concatenate([[0], np.cumsum(model.load(x_r) > model.limit)])
+        broken = overloaded[model.term_hi] > overloaded[model.term_lo]
+        self.lo = np.where(broken, self.w, self.lo / 1.5)
+        self.hi = np.where(broken, self.hi * 1.35, self.w)
+        w = np.where(self.lo > 0, (self.lo + self.hi) / 2, self.hi / self.descent)
+        w = np.where(np.isfinite(self.hi), w, self.w * 4)
+        self.w = np.minimum(w, MAX_PENALTY)  # a term that never fits must not reach inf
+
+
+#: Penalties are capped here: far above any real total cost, far below the
+#: forbidden cost (a penalised value must never turn into a forbidden one).
+MAX_PENALTY = 10**15
+
+
+def whole(pen: np.ndarray) -> np.ndarray:
+    """Penalties as int64, rounded down and capped (both keep a Lagrangian bound valid)."""
+    return np.floor(np.minimum(pen, MAX_PENALTY)).astype(np.int64)
+
+
+def solve_penalised(
+    model: Model, pen: np.ndarray, seconds: int, seed: int, light: bool = False
+) -> tuple[np.ndarray | None, bool]:
+    """A good solution of the memory-free problem with unary costs raised by
+    ``pen`` (int64 per value), and whether toulbar2 proved it optimal.
 
     ``light`` turns toulbar2's preprocessing off: on S (domains up to 853) its
     preprocessing alone used the 3 s budget and no solution came out, while
@@ -209,7 +311,6 @@ def relax(
     (Seeding toulbar2 with the incumbent's penalised cost as upper bound was
     tried: on S it often found nothing better in time, and rounds stalled.)
     """
-    pen = np.floor(penalties(model, lam)).astype(np.int64)
     unary = np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen)
     from pytoulbar2.pytb2 import Contradiction
 
@@ -218,11 +319,26 @@ def relax(
         if light:
             cfn.NoPreprocessing()
     except Contradiction:  # only forbidden assignments remain: nothing to relax toward
-        return None, None
+        return None, False
     proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
-    if x is None or not proved:
-        return x, None
-    return x, _dual(model, lam, pen, x)
+    return x, bool(proved) and x is not None
+
+
+def relax(
+    model: Model, lam: np.ndarray, seconds: int, seed: int, light: bool = False
+) -> tuple[np.ndarray | None, int | None]:
+    """A good solution of the problem penalised by multipliers ``lam``, and the
+    lower bound on the model's optimum that it proves when toulbar2 finished
+    (else None).
+
+    Why the bound holds: for x that fits, ``load_p(x) <= limit``, so
+    ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit) = cost(x) + pen(x) -
+    sum_p lam_p (limit - base_p)``, and ``pen >= whole(pen)`` value by value;
+    the optimum of ``cost + whole(pen)`` is what toulbar2 proved.
+    """
+    pen = whole(penalties(model, lam))
+    x, proved = solve_penalised(model, pen, seconds, seed, light)
+    return x, _dual(model, lam, pen, x) if proved and x is not None else None
 
 
 def _dual(model: Model, lam: np.ndarray, pen: np.ndarray, x: np.ndarray) -> int:
