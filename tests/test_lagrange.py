@@ -24,33 +24,30 @@ def model_for(tmp_path, seed, **kw):
     return inst, reduced_or_skip(inst)
 
 
+def direct_sum(model, weight):
+    """Per value, term by term: usage times the term's weight."""
+    total = np.zeros(int(model.dom_off[-1]))
+    for k in range(len(model.term_var)):
+        v = model.term_var[k]
+        total[model.dom_off[v] : model.dom_off[v + 1]] += model.usage_of(k) * weight[k]
+    return total
+
+
 def test_penalties_match_a_direct_sum(tmp_path):
     _, model = model_for(tmp_path, 1, nodes=40, max_strategies=4, forbidden=0.0, tightness=0.1)
     lam = np.random.default_rng(0).random(len(model.base))
-    expected = np.zeros(int(model.dom_off[-1]))
-    for k in range(len(model.term_var)):
-        v = model.term_var[k]
-        span = lam[model.term_lo[k] : model.term_hi[k]].sum()
-        expected[model.dom_off[v] : model.dom_off[v + 1]] += model.usage_of(k) * span
-    assert np.allclose(penalties(model, lam), expected)
+    span = [lam[lo:hi].sum() for lo, hi in zip(model.term_lo, model.term_hi, strict=True)]
+    assert np.allclose(penalties(model, lam), direct_sum(model, span))
 
 
 def test_term_penalties_match_a_direct_sum(tmp_path):
     _, model = model_for(tmp_path, 2, nodes=40, max_strategies=4, forbidden=0.0, tightness=0.1)
     w = np.random.default_rng(1).random(len(model.term_var))
-    expected = np.zeros(int(model.dom_off[-1]))
-    for k in range(len(model.term_var)):
-        v = model.term_var[k]
-        expected[model.dom_off[v] : model.dom_off[v + 1]] += model.usage_of(k) * w[k]
-    assert np.allclose(term_penalties(model, w), expected)
+    assert np.allclose(term_penalties(model, w), direct_sum(model, w))
 
 
 def max_usage_solution(model):
-    total = np.zeros(int(model.dom_off[-1]))
-    for k in range(len(model.term_var)):
-        v = model.term_var[k]
-        total[model.dom_off[v] : model.dom_off[v + 1]] += model.usage_of(k)
-    return segment_argmin(-total, model.dom_off)
+    return segment_argmin(-direct_sum(model, np.ones(len(model.term_var))), model.dom_off)
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -110,10 +110,10 @@ class Lagrange:
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
-            pen = whole(prices.penalties())
-            x_r, proved = solve_penalised(model, pen, seconds, seed + rounds, light)
+            raw = prices.penalties()
+            x_r, proved = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
             end = min(deadline, time.monotonic() + self.bound_seconds)
-            if improve_bound(prices.bound(pen, x_r if proved else None, end)):
+            if improve_bound(prices.bound(raw, x_r if proved else None, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
             if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
                 # (A memory-free descent on the penalised costs was tried in its
@@ -219,12 +219,13 @@ class Multipliers:
     def penalties(self) -> np.ndarray:
         return penalties(self.model, self.lam)
 
-    def bound(self, pen: np.ndarray, proved: np.ndarray | None, end: float) -> int | None:
-        """The better of a min-sum diffusion bound (until ``end``) and, when
-        toulbar2 proved the relaxed solution ``proved`` optimal, its dual value."""
-        found = [self.diffusion.bound(self.lam, self.penalties(), end)]
+    def bound(self, raw: np.ndarray, proved: np.ndarray | None, end: float) -> int | None:
+        """For the penalties ``raw`` of the current multipliers: the better of a
+        min-sum diffusion bound (until ``end``) and, when toulbar2 proved the
+        relaxed solution ``proved`` optimal, its dual value."""
+        found = [self.diffusion.bound(self.lam, raw, end)]
         if proved is not None:
-            found.append(_dual(self.model, self.lam, pen, proved))
+            found.append(_dual(self.model, self.lam, whole(raw), proved))
         return max((b for b in found if b is not None), default=None)
 
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
@@ -274,7 +275,7 @@ class TermWeights:
     def penalties(self) -> np.ndarray:
         return term_penalties(self.model, self.w)
 
-    def bound(self, pen: np.ndarray, proved: np.ndarray | None, end: float) -> None:
+    def bound(self, raw: np.ndarray, proved: np.ndarray | None, end: float) -> None:
         return None
 
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
@@ -338,7 +339,7 @@ def relax(
     """
     pen = whole(penalties(model, lam))
     x, proved = solve_penalised(model, pen, seconds, seed, light)
-    return x, _dual(model, lam, pen, x) if proved and x is not None else None
+    return x, _dual(model, lam, pen, x) if proved else None
 
 
 def _dual(model: Model, lam: np.ndarray, pen: np.ndarray, x: np.ndarray) -> int:
