@@ -8,6 +8,10 @@ over each improving solution as soon as it has one (anytime backends), and
 ``report(lower_bound=b)`` a proven lower bound on the model cost as soon as it
 has one. It returns a :class:`Result`. Backends never print to stdout.
 
+Workers run side by side; :func:`shared_best` gives a backend the best
+solution any of them has reported, when it changed since it last asked (the
+orchestrator's ``report`` offers it; plain callables simply have none).
+
 Backends register under the entry-point group ``maxshard.backends``; the
 built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
 third-party plugin would::
@@ -71,6 +75,13 @@ class Backend(Protocol):
         report: Report,
         seed: int = 0,
     ) -> Result: ...
+
+
+def shared_best(report: Report) -> np.ndarray | None:
+    """The best model solution of all running workers, if it changed since this
+    worker last asked; None otherwise or when ``report`` shares nothing."""
+    best = getattr(report, "best", None)
+    return best() if callable(best) else None
 
 
 class BackendError(Exception):

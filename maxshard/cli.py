@@ -7,6 +7,7 @@ the instance has none), printed before the timeout, also on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -63,6 +64,7 @@ def run_solve(
     plan: list[str] | None,
     seed: int,
     presolve: bool = True,
+    workers: int | None = None,
 ) -> tuple[Instance | None, Best | None, float]:
     """Read and solve under the deadline; always returns what it has by then."""
     from .clock import deadline_for
@@ -76,7 +78,7 @@ def run_solve(
     try:
         inst = read_instance(problem)
         best = Best(inst, log)
-        solve(inst, deadline, log, plan, seed, best, presolve)
+        solve(inst, deadline, log, plan, seed, best, presolve, workers)
     except Interrupted as exc:
         log(f"stopped by {exc}")
     finally:
@@ -102,6 +104,16 @@ def _check_backends(names: list[str] | None) -> None:
     for name in names or []:
         if name not in known:
             raise UsageError(f"unknown backend {name!r} (known: {', '.join(sorted(known))})")
+
+
+def env_workers() -> int | None:
+    """Workers from MAXSHARD_WORKERS (the contest command takes no options)."""
+    value = os.environ.get("MAXSHARD_WORKERS", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"MAXSHARD_WORKERS must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _fail(message: str) -> None:
@@ -134,12 +146,29 @@ def solve_cmd(
             "(one variable per node), to measure what presolve buys."
         ),
     ] = True,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Backends run at a time, one process each; they share their best "
+            "solution while they run. Default: the cores this process may use "
+            "(also settable as MAXSHARD_WORKERS).",
+        ),
+    ] = None,
 ) -> None:
-    """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout."""
+    """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout.
+
+    Without -b, the backends are chosen by the size of the reduced model: on
+    small ones toulbar2 with the Lagrangian loop beside it (for the bound); on
+    large ones the two Lagrangian loops, then local search from their best for
+    the last 40% of the time. A seed changes the backends' random choices;
+    results still depend on timing.
+    """
     log = Progress(sys.stderr.fileno(), quiet)
     try:
         _check_backends(backend)
-        inst, best, elapsed = run_solve(problem, timeout, log, backend, seed, presolve)
+        workers = workers or env_workers()
+        inst, best, elapsed = run_solve(problem, timeout, log, backend, seed, presolve, workers)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     sol = best.solution if best else None
@@ -361,7 +390,8 @@ IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS
 
 Contest interface: solve PROBLEM (.json or .json.gz) within TIMEOUT_SECONDS.
 Progress lines start with '#'; the last line is the solution [s0, s1, ...],
-or [] when the instance has none. SIGTERM/SIGINT print the best so far."""
+or [] when the instance has none. SIGTERM/SIGINT print the best so far.
+It runs one backend per available core; MAXSHARD_WORKERS=N sets the number."""
 
 
 def iopddl(args: list[str]) -> None:
@@ -378,7 +408,7 @@ def iopddl(args: list[str]) -> None:
         _fail(f"timeout must be a number of seconds, got {args[1]!r}")
     log = Progress(sys.stdout.fileno(), live=False)  # harnesses read stdout as plain lines
     try:
-        _, best, _ = run_solve(Path(args[0]), timeout, log, None, 0)
+        _, best, _ = run_solve(Path(args[0]), timeout, log, None, 0, workers=env_workers())
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     write_line(sys.stdout.fileno(), solution_line(best.solution if best else None))

@@ -59,13 +59,20 @@ def check_solution(inst: Instance, solution: Sequence[int] | np.ndarray) -> np.n
 
 
 def usage_profile(inst: Instance, sol: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct event times and the total usage from each of them to the next."""
+    """Distinct event times and the total usage from each of them to the next.
+
+    Levels are int64 while the chosen usages cannot add up past 2**62, else
+    Python ints (usages may be any 64-bit value)."""
     live = inst.lo < inst.hi
     u = inst.usage[inst.strat_off[:-1] + sol][live]
     times = np.concatenate([inst.lo[live], inst.hi[live]])
-    deltas = np.concatenate([u, -u])
     uniq, idx = np.unique(times, return_inverse=True)
-    level = np.zeros(len(uniq), dtype=np.int64)
+    if exact_sum(u) < 2**62:
+        level = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(level, idx, np.concatenate([u, -u]))
+        return uniq, np.cumsum(level)
+    deltas = np.concatenate([u.astype(object), -u.astype(object)])
+    level = np.zeros(len(uniq), dtype=object)
     np.add.at(level, idx, deltas)
     return uniq, np.cumsum(level)
 

@@ -65,6 +65,9 @@ class Model:
     node_map: np.ndarray  # int64
     n_nodes: int = -1  # real contest nodes; -1: all of node_var
     eliminations: list[Elimination] = field(default_factory=list)
+    #: False when usages had to be scaled down (see ``reduce.memory_units``): every
+    #: solution that fits here fits the instance, but optima and bounds prove nothing
+    exact_memory: bool = True
 
     # --- sizes -----------------------------------------------------------
     @property

@@ -83,6 +83,10 @@ class Best:
         return " ".join(parts)
 
 
+#: What a backend's proof means when memory was scaled down: nothing.
+UNPROVEN = {"optimal": "feasible", "infeasible": "unknown"}
+
+
 @dataclass
 class Job:
     name: str
@@ -103,19 +107,62 @@ def kill_workers() -> None:
     _LIVE.clear()
 
 
-def _worker(name: str, model: Model, deadline: float, incumbent, seed: int, conn) -> None:
+class Shared:
+    """The incumbent model solution, shared by the parent with the workers it forks.
+
+    Lives in shared memory created before the fork. A seqlock keeps reads
+    whole: the parent makes ``version`` odd, writes, makes it even; a reader
+    copies and retries if the version moved meanwhile.
+    """
+
+    def __init__(self, nv: int) -> None:
+        buf = mp.get_context("fork").RawArray("q", nv + 1)
+        self._version = np.frombuffer(buf, dtype=np.int64, count=1)
+        self._x = np.frombuffer(buf, dtype=np.int64, offset=8)
+
+    def publish(self, x: np.ndarray) -> None:
+        self._version[0] += 1
+        self._x[:] = x
+        self._version[0] += 1
+
+    def read(self, seen: int) -> tuple[int, np.ndarray | None]:
+        """(version, solution): the solution only if it changed since ``seen``."""
+        while True:
+            version = int(self._version[0])
+            if version == seen or version == 0:
+                return seen, None
+            x = self._x.copy()
+            if not version % 2 and int(self._version[0]) == version:
+                return version, x
+
+
+class WorkerReport:
+    """A worker's ``report`` callback: sends to the parent; ``best()`` returns the
+    best solution of all workers when it changed since the last call (else None)."""
+
+    def __init__(self, conn: Connection, shared: Shared) -> None:
+        self.conn, self.shared, self.seen = conn, shared, 0
+
+    def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
+        if solution is not None:
+            self.conn.send(("solution", solution))
+        if lower_bound is not None:
+            self.conn.send(("bound", lower_bound))
+
+    def best(self) -> np.ndarray | None:
+        self.seen, x = self.shared.read(self.seen)
+        return x
+
+
+def _worker(
+    name: str, model: Model, deadline: float, incumbent, seed: int, conn, shared: Shared
+) -> None:
     # stdout carries the answer: a backend (or the library under it) must not write there
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     try:
         backend = backends.load(name)
-
-        def report(solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
-            if solution is not None:
-                conn.send(("solution", solution))
-            if lower_bound is not None:
-                conn.send(("bound", lower_bound))
-
+        report = WorkerReport(conn, shared)
         result = backend.solve(model, deadline, incumbent, report, seed)
         conn.send(("done", result.status.value, result.solution, result.lower_bound))
     except BaseException as exc:  # reported to the parent, which keeps going
@@ -125,12 +172,12 @@ def _worker(name: str, model: Model, deadline: float, incumbent, seed: int, conn
         conn.close()
 
 
-def _start(name: str, seed: int, model: Model, deadline: float, best: Best) -> Job:
+def _start(name: str, seed: int, model: Model, deadline: float, best: Best, shared: Shared) -> Job:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(
         target=_worker,
-        args=(name, model, deadline - WORKER_MARGIN, best.model_x, seed, child),
+        args=(name, model, deadline - WORKER_MARGIN, best.model_x, seed, child, shared),
         daemon=True,
     )
     proc.start()
@@ -156,10 +203,19 @@ def run_backends(
     if model.nv == 0:  # presolve fixed every node: nothing left to search
         x = np.zeros(0, dtype=np.int64)
         best.offer(model.reconstruct(x), "presolve", x)
-        best.bound(model.offset, "presolve")
-        best.status = "optimal"
+        if model.exact_memory:
+            best.bound(model.offset, "presolve")
+            best.status = "optimal"
         return {name: "not needed" for name in plan}
-    workers = workers or max(1, min(2, os.cpu_count() or 1))
+    workers = workers or available_cores()
+    shared = Shared(model.nv)
+    if best.model_x is not None:
+        shared.publish(best.model_x)
+
+    def offer(x: np.ndarray, name: str) -> None:
+        if best.offer(model.reconstruct(x), name, x):
+            shared.publish(x)
+
     queue = list(enumerate(plan))
     running: list[Job] = []
     outcome: dict[str, str] = {}
@@ -168,7 +224,7 @@ def run_backends(
         while (queue or running) and not finished:
             while queue and len(running) < workers and time.monotonic() < deadline:
                 k, name = queue.pop(0)
-                running.append(_start(name, seed + k, model, deadline, best))
+                running.append(_start(name, seed + k, model, deadline, best, shared))
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not running:
                 break
@@ -181,8 +237,10 @@ def run_backends(
                     running.remove(job)
                     continue
                 if msg[0] == "solution":
-                    best.offer(model.reconstruct(msg[1]), job.name, msg[1])
+                    offer(msg[1], job.name)
                 elif msg[0] == "bound":
+                    if not model.exact_memory:
+                        continue  # a bound of the scaled model says nothing of the instance
                     best.bound(msg[1], job.name)
                     ev = best.evaluation
                     if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
@@ -192,9 +250,12 @@ def run_backends(
                     best.log(f"backend {job.name} failed: {msg[1]}")
                 else:
                     _, status, x, bound = msg
+                    if not model.exact_memory:  # proofs about the scaled model only
+                        status = UNPROVEN.get(status, status)
+                        bound = None
                     outcome[job.name] = status
                     if x is not None:
-                        best.offer(model.reconstruct(x), job.name, x)
+                        offer(x, job.name)
                     if bound is not None:
                         best.bound(bound, job.name)
                     if status == "optimal" and best.evaluation is not None:
@@ -209,6 +270,14 @@ def run_backends(
             outcome.setdefault(job.name, "stopped at deadline")
         kill_workers()
     return outcome
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def all_min_usage(inst: Instance) -> np.ndarray:
@@ -226,35 +295,41 @@ TOULBAR2_MAX_POINTS = 2_000
 LAGRANGE_ONLY_VARIABLES = 1_000
 
 
-def default_plan(model: Model) -> list[str]:
-    """Backends to run when the user names none, one per core."""
+def default_plan(model: Model, workers: int = 2) -> list[str]:
+    """Backends to run when the user names none, one per worker.
+
+    The first two are what was measured best on 2 cores; further workers add
+    the next backends of the same cycle (each with a seed of its own).
+    """
     if len(model.base) <= TOULBAR2_MAX_POINTS:
         # lagrange beside it for the lower bound (local search added nothing on
         # G and V, where toulbar2 finds the best solutions)
-        return ["toulbar2", "lagrange"]
+        cycle = ["toulbar2", "lagrange", "lagrange-terms", "local"]
     # Measured at equal time: lagrange wins by far where many variables share the
     # memory (M, N, S, U: 5k-34k variables), local search where few do (A: 285
     # variables, P: 198). Its two workers price memory two ways: multipliers
     # per point (with the bounds) and weights per term (the better S solutions).
-    if model.nv >= LAGRANGE_ONLY_VARIABLES:
-        return ["lagrange", "lagrange-terms"]
-    return ["lagrange", "local"]
+    elif model.nv >= LAGRANGE_ONLY_VARIABLES:
+        cycle = ["lagrange", "lagrange-terms"]
+    else:
+        cycle = ["lagrange", "local", "lagrange-terms", "local"]
+    return [cycle[k % len(cycle)] for k in range(max(1, workers))]
 
 
-#: Share of the time that large models spend, at the end, on local search (two
-#: seeds) from the best solution of the Lagrangian loops. Its exchange moves
-#: keep finding gains there after the loops stall. Measured at seed 1: N
+#: Share of the time that large models spend, at the end, on local search (one
+#: seed per worker) from the best solution of the Lagrangian loops. Its exchange
+#: moves keep finding gains there after the loops stall. Measured at seed 1: N
 #: 0.9813 with 25% here, 1.0016 with 40% (its multiplier loop stalled at 90 s,
 #: the local stage still gained 1% in its last 30 s); S 1.001 and 1.006.
 FINAL_POLISH = 0.4
 
 
-def default_stages(model: Model) -> list[tuple[list[str], float]]:
+def default_stages(model: Model, workers: int = 2) -> list[tuple[list[str], float]]:
     """The default plan in stages: (backends, share of the time). Each stage
     starts from the best solution of the stages before it."""
-    plan = default_plan(model)
-    if plan == ["lagrange", "lagrange-terms"]:
-        return [(plan, 1 - FINAL_POLISH), (["local", "local"], FINAL_POLISH)]
+    plan = default_plan(model, workers)
+    if len(model.base) > TOULBAR2_MAX_POINTS and model.nv >= LAGRANGE_ONLY_VARIABLES:
+        return [(plan, 1 - FINAL_POLISH), (["local"] * len(plan), FINAL_POLISH)]
     return [(plan, 1.0)]
 
 
@@ -266,32 +341,36 @@ def solve(
     seed: int = 0,
     best: Best | None = None,
     presolve: bool = True,
+    workers: int | None = None,
 ) -> Best:
     """Presolve, run the backends until ``deadline``, return the best verified solution.
 
     Pass ``best`` to keep access to the incumbent if this call is interrupted;
-    ``presolve=False`` skips all presolve passes but time compression.
+    ``presolve=False`` skips all presolve passes but time compression;
+    ``workers`` backends run at a time (default: the cores available).
     """
-    from .reduce import Infeasible, reduce
+    from .reduce import Infeasible, memory_units, reduce
 
     best = best or Best(inst, log)
     best.offer(all_min_usage(inst), "min-usage start")
     try:
         model = reduce(inst, passes=presolve)
     except Infeasible as exc:
-        best.status = "infeasible"
+        if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
+            best.status = "infeasible"
         log(f"infeasible: {exc}")
         return best
     log("presolve: " + ", ".join(f"{v} {k}" for k, v in model.stats().items()))
     x = model.min_usage_solution()
     if model.fits(x):
         best.offer(model.reconstruct(x), "presolve start", x)
-    stages = [(plan, 1.0)] if plan else default_stages(model)
+    workers = workers or available_cores()
+    stages = [(plan, 1.0)] if plan else default_stages(model, workers)
     start, done = time.monotonic(), 0.0
     for names, share in stages:
         done += share
         end = deadline if done >= 1 - 1e-9 else start + done * (deadline - start)
-        run_backends(model, best, names, end, seed)
+        run_backends(model, best, names, end, seed, workers)
         if best.status in ("optimal", "infeasible"):
             break
     return best

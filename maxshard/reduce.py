@@ -98,14 +98,15 @@ class Work:
                 self.add_table(u, v, t)
         self.building = False
 
-        self.point_time = kept_points(inst)
+        usage, self.limit, self.exact_memory = memory_units(inst)
+        # without a limit memory never binds: no points, no terms
+        self.point_time = kept_points(inst) if self.limit is not None else inst.lo[:0]
         self.base = np.zeros(len(self.point_time), dtype=np.int64)
-        self.limit = inst.usage_limit
         lo = np.searchsorted(self.point_time, inst.lo)
         hi = np.searchsorted(self.point_time, inst.hi)
         self.terms: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in range(n)]
         for i in np.flatnonzero(lo < hi):
-            self.terms[i].append((int(lo[i]), int(hi[i]), inst.usage[off[i] : off[i + 1]].copy()))
+            self.terms[i].append((int(lo[i]), int(hi[i]), usage[off[i] : off[i + 1]].copy()))
 
         self.offset = 0
         self.nodes_of: list[list[int]] = [[i] for i in range(n)]
@@ -522,7 +523,41 @@ class Work:
             node_map=_concat(maps),
             n_nodes=len(self.alive),
             eliminations=list(self.eliminations),
+            exact_memory=self.exact_memory,
         )
+
+
+#: Largest total usage the model may reach at a point: sums stay exact in int64
+#: and in the doubles that HiGHS and toulbar2 take.
+SAFE_LOAD = 2**52
+
+
+def memory_units(inst: Instance) -> tuple[np.ndarray, int | None, bool]:
+    """Usages and limit for the model, and whether they are exact.
+
+    Contest values may be any 64-bit integer. A usage above the limit can never
+    be live, so it is clipped to ``limit + 1`` (still over). If the largest
+    possible load at some time could then still exceed :data:`SAFE_LOAD`,
+    usages are divided by a power of two rounding up, and the limit rounding
+    down: every model solution still fits the real limit, but the model is no
+    longer exact (its optimum and bounds say nothing about the instance's).
+    On the shared benchmarks every limit is below 2**38: always exact.
+    """
+    limit = inst.usage_limit
+    if limit is None:
+        return inst.usage, None, True
+    usage = np.minimum(inst.usage, limit + 1) if limit < 2**63 - 1 else inst.usage
+    live = inst.lo < inst.hi
+    peak = np.maximum.reduceat(usage, inst.strat_off[:-1])[live].astype(np.float64)
+    times = np.concatenate([inst.lo[live], inst.hi[live]])
+    steps = np.concatenate([peak, -peak])
+    order = np.lexsort((steps, times))  # at equal times the ends (negative) come first
+    worst = float(np.cumsum(steps[order]).max()) if len(steps) else 0.0
+    if worst < SAFE_LOAD:
+        return usage, limit, True
+    shift = int(np.ceil(np.log2(worst / SAFE_LOAD))) + 1
+    scaled = (usage >> shift) + ((usage & ((1 << shift) - 1)) != 0)
+    return scaled, limit >> shift, False
 
 
 def forbidden_free_values(inst: Instance) -> np.ndarray:

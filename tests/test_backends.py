@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from maxshard import backend as backends
-from maxshard.backend import GROUP, BackendError, Capabilities, Result, Status
+from maxshard.backend import GROUP, BackendError, Capabilities, Result, Status, shared_best
 from maxshard.evaluate import evaluate
 from maxshard.orchestrate import Best, run_backends
 from maxshard.reduce import Infeasible, reduce
@@ -73,6 +73,37 @@ class Bounding(Hang):
         time.sleep(3600)
 
 
+class Finder(Hang):
+    """Improves the incumbent by a descent after a moment, reports it, and waits."""
+
+    name = "finder"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        from maxshard.backends.local import Search
+
+        time.sleep(0.3)
+        search = Search(model, seed)
+        search.reset(incumbent)
+        search.descend(deadline)
+        report(search.x.copy())
+        time.sleep(3600)
+
+
+class Listener(Hang):
+    """Waits for a better solution from another worker; proves its cost a bound."""
+
+    name = "listener"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        start_cost = model.cost(incumbent)
+        while time.monotonic() < deadline:
+            x = shared_best(report)
+            if x is not None and model.cost(x) < start_cost:
+                report(lower_bound=model.cost(x))
+            time.sleep(0.01)
+        return Result(Status.UNKNOWN)
+
+
 @pytest.fixture
 def fake_plugins(monkeypatch):
     real = backends.available()
@@ -81,6 +112,8 @@ def fake_plugins(monkeypatch):
         "crash": EntryPoint("crash", "tests.test_backends:Crash", GROUP),
         "optimal": EntryPoint("optimal", "tests.test_backends:Optimal", GROUP),
         "bounding": EntryPoint("bounding", "tests.test_backends:Bounding", GROUP),
+        "finder": EntryPoint("finder", "tests.test_backends:Finder", GROUP),
+        "listener": EntryPoint("listener", "tests.test_backends:Listener", GROUP),
         "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
     }
     monkeypatch.setattr(backends, "available", lambda: {**real, **fakes})
@@ -168,10 +201,41 @@ def test_stages_run_in_turn_and_hand_on_the_incumbent(tmp_path, fake_plugins, mo
     # "bounding" reports its incumbent's cost as a bound: that proves optimality
     # (and ends the run) only if it was handed the first stage's improvement
     stages = [(["local"], 0.4), (["bounding"], 0.6)]
-    monkeypatch.setattr(orchestrate, "default_stages", lambda model: stages)
+    monkeypatch.setattr(orchestrate, "default_stages", lambda model, workers=2: stages)
     start = time.monotonic()
     best = orchestrate.solve(inst, start + 3.0, lambda _line: None)
     took = time.monotonic() - start
     assert best.evaluation.cost < start_cost
     assert best.status == "optimal" and best.lower_bound == best.evaluation.cost
     assert 1.0 < took < 2.2  # the first stage used its share (less the worker margin)
+
+
+def test_a_solution_found_by_one_worker_reaches_another_while_both_run(tmp_path, fake_plugins):
+    inst = generated(tmp_path, 7, nodes=60, forbidden=0.0, functional=0.0, tightness=0.3)
+    model = reduce(inst)
+    best = Best(inst, lambda msg: None)
+    x = model.min_usage_solution()
+    best.offer(model.reconstruct(x), "start", x)
+    start = time.monotonic()
+    outcome = run_backends(model, best, ["listener", "finder"], start + 10, workers=2)
+    # the listener proved the finder's cost a bound only after receiving it
+    assert time.monotonic() - start < 5
+    assert (
+        best.method == "finder" and best.evaluation.cost < evaluate(inst, model.reconstruct(x)).cost
+    )
+    assert best.status == "optimal" and best.lower_bound == best.evaluation.cost
+    assert outcome == {"listener": "stopped at deadline", "finder": "stopped at deadline"}
+
+
+def test_shared_best_is_new_solutions_only():
+    from maxshard.orchestrate import Shared, WorkerReport
+
+    shared = Shared(4)
+    report = WorkerReport(None, shared)
+    assert shared_best(report) is None  # nothing published yet
+    shared.publish(np.array([1, 2, 3, 4]))
+    assert shared_best(report).tolist() == [1, 2, 3, 4]
+    assert shared_best(report) is None  # unchanged since the last call
+    shared.publish(np.array([0, 0, 0, 1]))
+    assert shared_best(report).tolist() == [0, 0, 0, 1]
+    assert shared_best(lambda solution=None, lower_bound=None: None) is None  # plain callables

@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status
+from ..backend import Capabilities, Report, Result, Status, shared_best
 from ..bound import Diffusion
 from ..instance import FORBIDDEN
 from ..model import Model
@@ -76,6 +76,9 @@ class Lagrange:
     repair_seconds = 2.0
     #: min-sum diffusion per round for the lower bound
     bound_seconds = 1.0
+    #: start each round's relinking and polish from the best solution of all
+    #: workers (see :func:`~maxshard.backend.shared_best`) when it is cheaper
+    share = False
 
     def solve(
         self,
@@ -110,6 +113,9 @@ class Lagrange:
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
+            other = shared_best(report) if self.share else None
+            if other is not None and model.cost(other) < best_cost and model.fits(other):
+                best_x, best_cost = other, model.cost(other)
             raw = prices.penalties()
             x_r, proved = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
             end = min(deadline, time.monotonic() + self.bound_seconds)

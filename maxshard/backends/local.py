@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status
+from ..backend import Capabilities, Report, Result, Status, shared_best
 from ..model import Model
 from . import local_kernels as kernels
 
@@ -54,7 +55,7 @@ class LocalSearch:
             return Result(Status.UNKNOWN)
         search.descend(deadline)
         report(search.x.copy())
-        search.iterate(deadline, report)
+        search.iterate(deadline, report, adopt=lambda: shared_best(report))
         return Result(Status.FEASIBLE, search.x.copy())
 
 
@@ -141,9 +142,12 @@ class Search:
         report: Report,
         report_every: float = 0.5,
         exchange_every: float = 3.0,
+        adopt: Callable[[], np.ndarray | None] | None = None,
     ) -> None:
         """Iterated local search until the deadline, with a pass of exchange
         moves first and every ``exchange_every`` seconds; reports improvements.
+        Every second, ``adopt()`` may offer another worker's solution: the
+        search moves there if it is cheaper than the best here.
 
         The perturbation kernel runs in batches of about 20 ms; after each batch
         or pass, the exact cost decides (the kernels' float sums could, with
@@ -159,7 +163,16 @@ class Search:
         next_exchange = last_report if exchange_every < math.inf else math.inf  # first pass now
         pending = False
         batch = 8
+        next_adopt = last_report + 1.0 if adopt else math.inf
         while (now := time.monotonic()) < deadline:
+            if now >= next_adopt:
+                next_adopt = now + 1.0
+                other = adopt()
+                cost = math.inf if other is None else self.model.cost(other)
+                if cost < best_cost and self.model.fits(other):
+                    self.reset(other)
+                    best_cost, pending = cost, False
+                    saved_x[:], saved_load[:] = self.x, self.load
             if now >= next_exchange:
                 self.exchanges(deadline)
                 next_exchange = time.monotonic() + exchange_every
