@@ -242,7 +242,7 @@ def info_cmd(
     ] = False,
 ) -> None:
     """Describe an instance: sizes, forbidden costs, memory tightness, presolve effect."""
-    from .orchestrate import all_min_usage
+    from .evaluate import all_min_usage
 
     try:
         inst = read_instance(problem)
@@ -308,23 +308,74 @@ def backends_cmd() -> None:
 
 @app.command("generate")
 def generate_cmd(
-    out: Annotated[Path, typer.Argument(help="Where to write the JSON instance.")],
-    nodes: Annotated[int, typer.Option(min=1, help="Number of nodes.")] = 20,
-    edges: Annotated[
-        int | None, typer.Option(min=0, help="Number of edges (default 1.5 x nodes).")
+    out: Annotated[
+        Path, typer.Argument(help="Where to write the JSON instance (.gz: compressed).")
+    ],
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Cut from (with --nodes) or tile (with --tile) this real instance "
+            "instead of making a random one.",
+        ),
     ] = None,
-    strategies: Annotated[int, typer.Option(min=1, help="Most strategies per node.")] = 3,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Number of nodes (random: default 20; --from: a connected region)."
+        ),
+    ] = None,
+    tile: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="With --from: lay this many copies one after another in time, joined by "
+            "zero-cost edges (the optimum is this many times the source's).",
+        ),
+    ] = 1,
+    edges: Annotated[
+        int | None, typer.Option(min=0, help="Random: number of edges (default 1.5 x nodes).")
+    ] = None,
+    strategies: Annotated[int, typer.Option(min=1, help="Random: most strategies per node.")] = 3,
     forbidden: Annotated[
-        float, typer.Option(help="Share of forbidden (10^18) table entries.")
+        float, typer.Option(help="Random: share of forbidden (10^18) table entries.")
     ] = 0.1,
-    tightness: Annotated[float, typer.Option(help="0 = tightest feasible limit, 1 = loose.")] = 0.3,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    tightness: Annotated[
+        float, typer.Option(help="Random: 0 = tightest feasible limit, 1 = loose.")
+    ] = 0.3,
+    seed: Annotated[int, typer.Option(help="Random seed (of the instance, or of the cut).")] = 0,
 ) -> None:
-    """Write a random instance with forbidden costs, parallel edges and tight memory."""
-    from .generate import generate
+    """Write an instance for tests and comparisons.
 
-    problem = generate(nodes, edges, strategies, forbidden, tightness, seed=seed)
-    out.write_bytes(msgspec.json.encode(problem))
+    Random (default): forbidden costs, parallel edges and tight memory. With
+    --from BENCH --nodes N: a connected region of N nodes of a real instance,
+    its usage limit as tight as the source's (same ratio to the all-minimum-usage
+    peak). With --from BENCH --tile K: K copies in time, optimum K x the source's.
+    """
+    import gzip
+
+    from .generate import cut, generate, to_problem
+    from .generate import tile as tiled
+
+    if source is None:
+        if tile != 1:
+            _fail("--tile needs --from: the instance to tile")
+        problem = generate(nodes or 20, edges, strategies, forbidden, tightness, seed=seed)
+    else:
+        try:
+            inst = read_instance(source)
+            name = inst.name or source.name.split(".")[0]
+            if nodes is not None:
+                inst = cut(inst, nodes, seed)
+                name += f"-cut{nodes}-s{seed}"
+            if tile > 1:
+                inst = tiled(inst, tile)
+                name += f"-x{tile}"
+        except (InputError, ValueError) as exc:
+            _fail(str(exc))
+        problem = to_problem(inst, name)
+    data = msgspec.json.encode(problem)
+    out.write_bytes(gzip.compress(data, 6) if out.suffix == ".gz" else data)
 
 
 @app.command("compare")

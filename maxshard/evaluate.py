@@ -93,3 +93,10 @@ def evaluate(inst: Instance, solution: Sequence[int] | np.ndarray) -> Evaluation
         if over.size:
             first = int(times[over[0]])
     return Evaluation(cost, peak, first, forbidden, inst.usage_limit)
+
+
+def all_min_usage(inst: Instance) -> np.ndarray:
+    """The per-node minimum-usage strategy: in the limit whenever anything is."""
+    seg = np.repeat(np.arange(inst.n), inst.n_strategies)
+    order = np.lexsort((inst.cost, inst.usage, seg))
+    return order[inst.strat_off[:-1]] - inst.strat_off[:-1]

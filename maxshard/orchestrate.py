@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from . import backend as backends
-from .evaluate import Evaluation, evaluate
+from .evaluate import Evaluation, all_min_usage, evaluate
 from .instance import Instance
 from .model import Model
 
@@ -278,13 +278,6 @@ def available_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
-
-
-def all_min_usage(inst: Instance) -> np.ndarray:
-    """The per-node minimum-usage strategy: in the limit whenever anything is."""
-    seg = np.repeat(np.arange(inst.n), inst.n_strategies)
-    order = np.lexsort((inst.cost, inst.usage, seg))
-    return order[inst.strat_off[:-1]] - inst.strat_off[:-1]
 
 
 #: Most kept time points (= knapsack constraints) for which toulbar2 runs by

@@ -6,9 +6,15 @@ evaluator, and writes a Markdown table (and optionally CSV): cost, score
 (best_known_cost / cost, >= 1.0 matches the contest's best), our in-run lower
 bound and gap, the published bound's gap, wall time and peak RSS.
 
-    python tools/bench.py                       # all benchmarks, full limits
+    python tools/bench.py                       # all benchmarks and tiled rows, full limits
     python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
+    python tools/bench.py Nx2 --seed 1          # N tiled twice (maxshard generate --tile)
     python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
+
+A tiled row ``Nx2`` is benchmark N laid twice in time, joined by zero-cost
+edges (about 80,000 nodes): its reference is twice N's best known cost, its
+limit :data:`TILED_LIMIT` seconds. It stands for the contest's largest
+members of the N/U family, which are not among the shared benchmarks.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +32,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "benchmarks"
+#: Where tiled instances are written once (git-ignored).
+TILED_DIR = ROOT / "bench-results" / "tiled"
+TILED_LIMIT = 300.0
+DEFAULT_TILED = ["Nx2", "Ux2"]
 
 
 def run_one(path: Path, timeout: float, seed: int, backends: list[str], presolve: bool) -> dict:
@@ -97,9 +108,39 @@ def warm_up() -> tuple[float, float]:
     return cold, timed(dict(os.environ))
 
 
+def tiled_rows(names: list[str], rows: list[dict], bench_dir: Path) -> list[dict]:
+    """Rows for names like ``Nx2``: the tiled file (made on first use), twice the
+    reference cost and bound, the tiled time limit."""
+    out = []
+    for name in names:
+        letter, copies = name.split("x")
+        source = next(r for r in rows if r["benchmark"].endswith("-" + letter))
+        path = TILED_DIR / f"{source['benchmark']}-x{copies}.json.gz"
+        if not path.exists():
+            TILED_DIR.mkdir(parents=True, exist_ok=True)
+            src = bench_dir / f"{source['benchmark']}.json.gz"
+            cmd = [sys.executable, "-m", "maxshard", "generate", str(path), "--from", str(src)]
+            subprocess.run(cmd + ["--tile", copies], check=True)
+        k = int(copies)
+        out.append(
+            {
+                "benchmark": name,
+                "path": path,
+                "timeout_s": TILED_LIMIT,
+                "best_known_cost": k * int(source["best_known_cost"]),
+                "lower_bound": k * int(source["lower_bound"]),
+            }
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("names", nargs="*", help="benchmark letters or names (default: all)")
+    ap.add_argument(
+        "names",
+        nargs="*",
+        help="benchmark letters or names, or tiled rows like Nx2 (default: all, Nx2, Ux2)",
+    )
     ap.add_argument("--scale", type=float, default=1.0, help="multiply each time limit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", action="append", default=[], help="passed to maxshard solve")
@@ -110,17 +151,21 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
     args = ap.parse_args()
 
-    rows = list(csv.DictReader((args.bench_dir / "best_known.csv").open()))
-    if args.names:
-        rows = [
-            r
-            for r in rows
-            if any(r["benchmark"].endswith("-" + n) or r["benchmark"] == n for n in args.names)
-        ]
+    known = list(csv.DictReader((args.bench_dir / "best_known.csv").open()))
+    for r in known:
+        r["path"] = args.bench_dir / f"{r['benchmark']}.json.gz"
+    names = args.names or [r["benchmark"] for r in known] + DEFAULT_TILED
+    rows = [
+        r
+        for r in known
+        if any(r["benchmark"].endswith("-" + n) or r["benchmark"] == n for n in names)
+    ]
+    tiled = [n for n in names if re.fullmatch(r"[A-Z]x\d+", n)]
+    rows += tiled_rows(tiled, known, args.bench_dir)
     cold, warm = warm_up()
     table = []
     for r in rows:
-        path = args.bench_dir / f"{r['benchmark']}.json.gz"
+        path = r["path"]
         limit = float(r["timeout_s"]) * args.scale
         run = run_one(path, limit, args.seed, args.backend, not args.no_presolve)
         row = {
