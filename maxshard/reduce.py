@@ -43,8 +43,18 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .collapse import collapse, cross_tables
 from .instance import FORBIDDEN, Instance
-from .model import Elimination, Model, kept_points, offsets, saturate, table_slots
+from .model import (
+    Elimination,
+    Model,
+    kept_points,
+    offsets,
+    ranks,
+    saturate,
+    split,
+    table_slots,
+)
 
 #: Largest (left x middle x right) cost cube a degree-2 elimination builds.
 ELIMINATION_WORK = 4_000_000
@@ -65,7 +75,6 @@ class Work:
 
     def __init__(self, inst: Instance, clean: bool = False) -> None:
         n = inst.n
-        off = inst.strat_off
         # Variables whose costs, tables or domains changed: the consistency and
         # merging passes look only at these (and their edges) in the next round.
         self.dirty: set[int] = set(range(n))
@@ -77,14 +86,31 @@ class Work:
         # arc-consistency sweep: new or merged tables, shrunk neighbours.
         self.ac_queue: set[tuple[int, int]] = set()
         self.ac_unary: set[int] = set()
-        self.building = True
+        self.building = False  # true while the first tables go in (no merges expected)
+        self.alive = np.ones(n, dtype=bool)
+        self.nbrs: list[set[int]] = [set() for _ in range(n)]
+        self.tables: dict[tuple[int, int], np.ndarray] = {}
+        self.offset = 0
+        self.node_fixed = np.full(n, -1, dtype=np.int64)
+        self.eliminations: list[Elimination] = []
+        usage, self.limit, self.exact_memory = memory_units(inst)
+        # without a limit memory never binds: no points, no terms
+        self.point_time = kept_points(inst) if self.limit is not None else inst.lo[:0]
+        self.base = np.zeros(len(self.point_time), dtype=np.int64)
+        self.terms: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in range(n)]
+        if clean:
+            self._start_collapsed(inst, usage)
+        else:
+            self._start_plain(inst, usage)
+
+    def _start_plain(self, inst: Instance, usage: np.ndarray) -> None:
+        """One variable per node, every strategy a value."""
+        n, off = inst.n, inst.strat_off
         # Tables start as views into one saturated copy; edits always replace
         # an array, never write into it.
         cost, edge_cost = _saturated(inst.cost), _saturated(inst.edge_cost)
         self.unary = [cost[off[i] : off[i + 1]] for i in range(n)]
-        self.alive = np.ones(n, dtype=bool)
-        self.nbrs: list[set[int]] = [set() for _ in range(n)]
-        self.tables: dict[tuple[int, int], np.ndarray] = {}
+        self.building = True
         ncols = np.diff(off)[inst.edge_v].tolist()
         starts = inst.edge_off.tolist()
         edges = zip(inst.edge_u.tolist(), inst.edge_v.tolist(), strict=True)
@@ -97,34 +123,55 @@ class Work:
             else:
                 self.add_table(u, v, t)
         self.building = False
-
-        usage, self.limit, self.exact_memory = memory_units(inst)
-        # without a limit memory never binds: no points, no terms
-        self.point_time = kept_points(inst) if self.limit is not None else inst.lo[:0]
-        self.base = np.zeros(len(self.point_time), dtype=np.int64)
         lo = np.searchsorted(self.point_time, inst.lo)
         hi = np.searchsorted(self.point_time, inst.hi)
-        self.terms: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in range(n)]
         for i in np.flatnonzero(lo < hi):
             self.terms[i].append((int(lo[i]), int(hi[i]), usage[off[i] : off[i + 1]].copy()))
-
-        self.offset = 0
         self.nodes_of: list[list[int]] = [[i] for i in range(n)]
         identity = {int(d): np.arange(d) for d in np.unique(np.diff(off))}  # shared: read-only
         self.node_map: list[np.ndarray | None] = [identity[d] for d in np.diff(off).tolist()]
-        self.node_fixed = np.full(n, -1, dtype=np.int64)
-        self.eliminations: list[Elimination] = []
-        merged, self.ac_queue = self.ac_queue, set()
-        if clean:
-            allowed = forbidden_free_values(inst)
-            for v in np.flatnonzero(np.logical_and.reduceat(allowed, off[:-1]) == 0):
-                keep = allowed[off[v] : off[v + 1]]
-                if not keep.any():
-                    raise NoCleanSolution(f"node {v} has no value without a forbidden cost")
-                self.restrict(int(v), keep)
-        # the sweep above covered every table, except where parallel edges merged
-        self.ac_queue = merged if clean else set(self.tables)
-        self.ac_unary = self.ac_unary if clean else set(range(n))
+        self.ac_queue, self.ac_unary = set(self.tables), set(range(n))
+
+    def _start_collapsed(self, inst: Instance, usage: np.ndarray) -> None:
+        """Values without forbidden costs (arc consistency over all tables at once),
+        then one variable per tree of functional edges (:mod:`.collapse`)."""
+        alive = forbidden_free_values(inst)
+        off = inst.strat_off
+        dead = np.flatnonzero(np.logical_or.reduceat(alive, off[:-1]) == 0)
+        if len(dead):
+            raise NoCleanSolution(f"node {dead[0]} has no value without a forbidden cost")
+        forest = collapse(inst, alive)
+        root = forest.root
+        roots = np.flatnonzero(root == np.arange(inst.n))
+        self.alive[:] = False
+        self.alive[roots] = True
+        self.unary = [forest.unary[:0]] * inst.n
+        for r in roots.tolist():
+            self.unary[r] = forest.unary_of(r)
+        self.node_map = split(forest.strategy, forest.map_off)
+        self.nodes_of = [[] for _ in range(inst.n)]
+        for i, r in enumerate(root.tolist()):
+            self.nodes_of[r].append(i)
+        for (u, v), t in cross_tables(inst, forest).items():
+            self.tables[(u, v)] = t
+            self.nbrs[u].add(v)
+            self.nbrs[v].add(u)
+        lo = np.searchsorted(self.point_time, inst.lo)
+        hi = np.searchsorted(self.point_time, inst.hi)
+        live = np.flatnonzero(lo < hi)
+        sizes = np.diff(forest.map_off)[live]
+        picked = (
+            np.repeat(off[live], sizes)
+            + forest.strategy[np.repeat(forest.map_off[live], sizes) + ranks(sizes)]
+        )
+        uses = split(usage[picked], offsets(sizes))
+        for i, a, b, use in zip(
+            live.tolist(), lo[live].tolist(), hi[live].tolist(), uses, strict=True
+        ):
+            self.terms[int(root[i])].append((a, b, use))
+        self.dirty = set(roots.tolist())
+        self.unchecked = set(roots.tolist())
+        self.ac_queue, self.ac_unary = set(self.tables), set(roots.tolist())
 
     # --- primitive edits -------------------------------------------------
     def _touch(self, *vs: int) -> None:
@@ -281,6 +328,8 @@ class Work:
             none = np.zeros(len(self.unary[v]), dtype=bool)
             drop[v] = drop.get(v, none) | bad[off[k] : off[k + 1]]
         for v, mask in drop.items():
+            if mask.all():
+                raise Infeasible(f"no strategy of node {self.nodes_of[v][0]} fits in memory")
             self.restrict(v, ~mask)
         return int(bad.sum())
 
@@ -569,7 +618,7 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
     one removes nothing (three on benchmark A).
     """
     alive = inst.cost < FORBIDDEN
-    if not inst.m:
+    if not inst.m or inst.edge_cost.max() < FORBIDDEN:  # nothing to propagate (N, U)
         return alive
     slots = table_slots(inst.strat_off, inst.edge_u, inst.edge_v, len(inst.edge_cost))
     row_val, col_val = slots.row_val, slots.col_val
