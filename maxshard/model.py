@@ -68,6 +68,10 @@ class Model:
     #: False when usages had to be scaled down (see ``reduce.memory_units``): every
     #: solution that fits here fits the instance, but optima and bounds prove nothing
     exact_memory: bool = True
+    #: the cost of a forbidden pick here: 10**18, or, when every solution has one,
+    #: a smaller price that keeps the contest's order exactly (see
+    #: ``reduce.lexicographic_cost``)
+    forbidden_cost: int = FORBIDDEN
 
     # --- sizes -----------------------------------------------------------
     @property
@@ -110,11 +114,11 @@ class Model:
         return self.offset + exact_sum(self.unary[self.dom_off[:-1] + x]) + exact_sum(edge)
 
     def forbidden(self, x: np.ndarray) -> int:
+        """Forbidden picks of ``x`` (at least; merged ones count once)."""
         ncols = self.dom_size[self.edge_v]
         edge = self.edge_cost[self.edge_off[:-1] + x[self.edge_u] * ncols + x[self.edge_v]]
-        return int(
-            (self.unary[self.dom_off[:-1] + x] >= FORBIDDEN).sum() + (edge >= FORBIDDEN).sum()
-        )
+        worst = self.forbidden_cost
+        return int((self.unary[self.dom_off[:-1] + x] >= worst).sum() + (edge >= worst).sum())
 
     def load(self, x: np.ndarray) -> np.ndarray:
         """Total usage at every kept point."""

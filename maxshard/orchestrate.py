@@ -20,7 +20,7 @@ import numpy as np
 
 from . import backend as backends
 from .evaluate import Evaluation, all_min_usage, evaluate
-from .instance import Instance
+from .instance import FORBIDDEN, Instance
 from .model import Model
 
 Log = Callable[[str], None]
@@ -47,11 +47,9 @@ class Best:
         ev = evaluate(self.inst, solution)
         if not ev.feasible:
             return False
-        key = (ev.forbidden > 0, ev.cost)
-        if self.evaluation is not None and key >= (
-            self.evaluation.forbidden > 0,
-            self.evaluation.cost,
-        ):
+        # the contest's order: fewest forbidden picks, then least cost
+        key = (ev.forbidden, ev.cost)
+        if self.evaluation is not None and key >= (self.evaluation.forbidden, self.evaluation.cost):
             return False
         self.solution, self.evaluation, self.method, self.model_x = solution, ev, method, model_x
         self.status = "feasible"
@@ -202,12 +200,16 @@ def run_backends(
     """
     if model.nv == 0:  # presolve fixed every node: nothing left to search
         x = np.zeros(0, dtype=np.int64)
-        best.offer(model.reconstruct(x), "presolve", x)
-        if model.exact_memory:
-            best.bound(model.offset, "presolve")
+        only = model.reconstruct(x)
+        best.offer(only, "presolve", x)
+        if model.exact_memory:  # the one solution left is optimal
+            best.bound(evaluate(best.inst, only).cost, "presolve")
             best.status = "optimal"
         return {name: "not needed" for name in plan}
     workers = workers or available_cores()
+    # bounds are on the model's cost: the instance's only if memory was not scaled
+    # and forbidden picks cost 10**18 (see Model.exact_memory, Model.forbidden_cost)
+    proofs_hold = model.exact_memory and model.forbidden_cost == FORBIDDEN
     shared = Shared(model.nv)
     if best.model_x is not None:
         shared.publish(best.model_x)
@@ -239,8 +241,8 @@ def run_backends(
                 if msg[0] == "solution":
                     offer(msg[1], job.name)
                 elif msg[0] == "bound":
-                    if not model.exact_memory:
-                        continue  # a bound of the scaled model says nothing of the instance
+                    if not proofs_hold:
+                        continue  # a bound on this model's scale says nothing of the instance's
                     best.bound(msg[1], job.name)
                     ev = best.evaluation
                     if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
@@ -252,14 +254,15 @@ def run_backends(
                     _, status, x, bound = msg
                     if not model.exact_memory:  # proofs about the scaled model only
                         status = UNPROVEN.get(status, status)
-                        bound = None
                     outcome[job.name] = status
                     if x is not None:
                         offer(x, job.name)
-                    if bound is not None:
+                    if bound is not None and proofs_hold:
                         best.bound(bound, job.name)
                     if status == "optimal" and best.evaluation is not None:
                         best.status, finished = "optimal", True
+                        if not proofs_hold:  # the optimum is the solution itself
+                            best.bound(best.evaluation.cost, job.name)
                     elif status == "infeasible":
                         # no clean solution fits; a solution with forbidden picks may still stand
                         finished = True

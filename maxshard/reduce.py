@@ -87,6 +87,7 @@ class Work:
         self.ac_queue: set[tuple[int, int]] = set()
         self.ac_unary: set[int] = set()
         self.building = False  # true while the first tables go in (no merges expected)
+        self.forbidden_cost = FORBIDDEN
         self.alive = np.ones(n, dtype=bool)
         self.nbrs: list[set[int]] = [set() for _ in range(n)]
         self.tables: dict[tuple[int, int], np.ndarray] = {}
@@ -109,6 +110,10 @@ class Work:
         # Tables start as views into one saturated copy; edits always replace
         # an array, never write into it.
         cost, edge_cost = _saturated(inst.cost), _saturated(inst.edge_cost)
+        self.forbidden_cost = lexicographic_cost(inst)
+        if self.forbidden_cost < FORBIDDEN:  # see lexicographic_cost
+            cost = np.where(cost >= FORBIDDEN, self.forbidden_cost, cost)
+            edge_cost = np.where(edge_cost >= FORBIDDEN, self.forbidden_cost, edge_cost)
         self.unary = [cost[off[i] : off[i + 1]] for i in range(n)]
         self.building = True
         ncols = np.diff(off)[inst.edge_v].tolist()
@@ -573,6 +578,7 @@ class Work:
             n_nodes=len(self.alive),
             eliminations=list(self.eliminations),
             exact_memory=self.exact_memory,
+            forbidden_cost=self.forbidden_cost,
         )
 
 
@@ -633,6 +639,29 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
         if not len(dead):
             return alive
         alive[dead] = False
+
+
+def lexicographic_cost(inst: Instance) -> int:
+    """What a forbidden pick costs in a model where one cannot be avoided.
+
+    The contest's cost of a solution with ``k`` forbidden picks is ``k * 10**18``
+    plus the rest, so its optimum has the fewest forbidden picks, then the least
+    rest. Priced at ``M``, one more than the largest possible rest, a forbidden
+    pick keeps that order exactly, and, while every sum stays below 2**53, so do
+    the doubles that toulbar2 and HiGHS take: the exact backends then return the
+    contest's optimum. Otherwise (huge instances) forbidden picks stay saturated
+    at 10**18: still avoided first, but the rest is no longer ranked exactly.
+    """
+    from .evaluate import exact_sum
+
+    def most(values: np.ndarray, off: np.ndarray) -> np.ndarray:
+        clean = np.where(values < FORBIDDEN, values, 0)
+        return np.maximum.reduceat(clean, off[:-1]) if len(values) else clean[:0]
+
+    m = 1 + exact_sum(most(inst.cost, inst.strat_off))
+    if inst.m:
+        m += exact_sum(most(inst.edge_cost, inst.edge_off))
+    return m if m * (inst.n + inst.m + 1) < 2**53 else FORBIDDEN
 
 
 def _saturated(a: np.ndarray) -> np.ndarray:

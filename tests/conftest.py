@@ -48,6 +48,17 @@ def brute_force(inst: Instance) -> tuple[int | None, list[int] | None]:
     return best_cost, best
 
 
+def contest_optimum(inst: Instance) -> tuple[int, int] | None:
+    """(forbidden picks, cost) of the contest's optimum: of the solutions that fit
+    in memory, the fewest forbidden picks, then the least cost; None if none fits."""
+    found = None
+    for sol in itertools.product(*(range(k) for k in inst.n_strategies)):
+        ev = evaluate(inst, np.array(sol))
+        if ev.feasible and (found is None or (ev.forbidden, ev.cost) < found):
+            found = (ev.forbidden, ev.cost)
+    return found
+
+
 class Recorder:
     """A backend's ``report`` callback that keeps what it was given."""
 

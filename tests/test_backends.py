@@ -12,7 +12,7 @@ from maxshard.evaluate import evaluate
 from maxshard.orchestrate import Best, run_backends
 from maxshard.reduce import Infeasible, reduce
 
-from .conftest import brute_force, generated
+from .conftest import Recorder, contest_optimum, generated
 
 EXACT = ["rc2", "highs", "toulbar2"]
 
@@ -20,26 +20,48 @@ EXACT = ["rc2", "highs", "toulbar2"]
 @pytest.mark.parametrize("name", EXACT)
 @pytest.mark.parametrize("seed", range(16))
 def test_exact_backend_matches_brute_force(tmp_path, name, seed):
+    """The contest's optimum, also when forbidden picks cannot be avoided (then the
+    fewest of them, then the least cost)."""
     tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
     inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
-    best, _ = brute_force(inst)
+    expected = contest_optimum(inst)
     try:
         model = reduce(inst)
     except Infeasible:
-        assert best is None
+        assert expected is None
         return
-    found = []
-    result = backends.load(name).solve(model, time.monotonic() + 30, None, found.append, seed)
-    if best is None:  # no clean solution fits: infeasible, or an answer with forbidden picks
-        if result.status is not Status.INFEASIBLE:
-            ev = evaluate(inst, model.reconstruct(result.solution))
-            assert ev.feasible and ev.forbidden > 0
+    found = Recorder()
+    result = backends.load(name).solve(model, time.monotonic() + 30, None, found, seed)
+    if expected is None:
+        assert result.status is Status.INFEASIBLE
         return
     assert result.status is Status.OPTIMAL
     ev = evaluate(inst, model.reconstruct(result.solution))
-    assert ev.clean and ev.cost == best
-    assert result.lower_bound == best
-    assert found and np.array_equal(found[-1], result.solution)
+    assert ev.feasible and (ev.forbidden, ev.cost) == expected
+    assert found.solutions and np.array_equal(found.solutions[-1], result.solution)
+    if not expected[0]:  # clean: the model's cost is the contest's, and so are bounds
+        assert result.lower_bound == expected[1]
+        assert all(b <= expected[1] for b in found.bounds)
+
+
+def test_unavoidable_forbidden_picks_are_few_then_cheap(tmp_path):
+    """Cases above where every solution has a forbidden pick, so that the test
+    above covers them (the orchestrator's answer: tests/test_cli.py)."""
+    from maxshard.orchestrate import solve
+
+    unavoidable = 0
+    for seed in range(16):
+        tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
+        inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
+        expected = contest_optimum(inst)
+        if expected is None or not expected[0]:
+            continue
+        unavoidable += 1
+        # the default plan's answer is that optimum too, proved
+        best = solve(inst, time.monotonic() + 5, lambda _m: None)
+        assert (best.evaluation.forbidden, best.evaluation.cost) == expected
+        assert best.status == "optimal" and best.lower_bound == expected[1]
+    assert unavoidable >= 3
 
 
 class Hang:
@@ -142,7 +164,7 @@ def test_failing_backends_leave_the_incumbent_standing(tmp_path, fake_plugins, p
 
 
 def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
-    inst = generated(tmp_path, 4, nodes=40, tightness=0.3)
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
     model = reduce(inst)
     best = Best(inst, lambda msg: None)
     x = model.min_usage_solution()

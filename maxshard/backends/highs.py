@@ -26,12 +26,16 @@ import numpy as np
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
-from ..model import Model, running_sum, segment_argmin
+from ..model import Model, ranks, running_sum, segment_argmin
 
 
 class Highs:
     name = "highs"
-    capabilities = Capabilities(exact=True, anytime=False, memory=True, lower_bound=True)
+    capabilities = Capabilities(exact=True, anytime=True, memory=True, lower_bound=True)
+
+    #: add memory rows only where a solution overflows, and solve again (see
+    #: :meth:`solve`); False: every kept point's row from the start
+    lazy_memory = False
 
     def solve(
         self,
@@ -41,13 +45,30 @@ class Highs:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        import highspy
-
         if model.nv == 0:  # HiGHS reports an empty model as such, not as solved
             x = np.zeros(0, dtype=np.int64)
             report(x)
             return Result(Status.OPTIMAL, x, model.cost(x))
-        mip = MipForm(model)
+        if incumbent is not None and not model.fits(incumbent):
+            incumbent = None
+        points = None if not self.lazy_memory else _binding(model, incumbent)
+        while True:
+            result, x = self._solve(model, deadline, incumbent, report, seed, points)
+            if points is None or x is None or model.fits(x) or time.monotonic() >= deadline:
+                return result
+            # the optimum of the rows so far overflows elsewhere: add those points
+            over = np.flatnonzero(model.load(x) > model.limit)
+            points = np.union1d(points, over)
+            if result.lower_bound is not None:
+                report(lower_bound=result.lower_bound)
+
+    def _solve(self, model, deadline, incumbent, report, seed, points):
+        """One HiGHS run with memory rows at ``points`` (None: all); returns the
+        result (statuses are for this relaxation when rows are missing) and the
+        last solution HiGHS found (fitting or not)."""
+        import highspy
+
+        mip = MipForm(model, points)
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("random_seed", seed)
@@ -75,31 +96,88 @@ class Highs:
         if status != highspy.HighsStatus.kOk:
             raise RuntimeError(f"HiGHS rejected the model rows ({status})")
         if incumbent is not None:
-            start = mip.completion(incumbent)
-            h.setSolution(ncol, np.arange(ncol, dtype=np.int32), start)
+            h.setSolution(ncol, np.arange(ncol, dtype=np.int32), mip.completion(incumbent))
+        stream = _Stream(model, mip, report, complete=points is None)
+        h.cbMipImprovingSolution.subscribe(stream.solution)
+        h.cbMipInterrupt.subscribe(stream.bound)
         h.run()
         status = h.getModelStatus()
         info = h.getInfo()
-        x = None
+        x = stream.last
         if info.primal_solution_status == 2:  # feasible point available
             col = np.asarray(h.getSolution().col_value)[: mip.n_x]
             x = segment_argmin(-col, model.dom_off)
-            report(x)
-        if status == highspy.HighsModelStatus.kOptimal and x is not None:
-            return Result(Status.OPTIMAL, x, model.cost(x))
+            stream.offer(x)
+        complete = points is None or (x is not None and model.fits(x))
+        if status == highspy.HighsModelStatus.kOptimal and x is not None and complete:
+            return Result(Status.OPTIMAL, x, model.cost(x)), x
         if status == highspy.HighsModelStatus.kInfeasible:
-            return Result(Status.INFEASIBLE)
-        bound = info.mip_dual_bound
-        lower_bound = None
-        if math.isfinite(bound):
-            lower_bound = model.offset + math.floor(bound - 1e-6 * max(1.0, abs(bound)))
-        return Result(Status.FEASIBLE if x is not None else Status.UNKNOWN, x, lower_bound)
+            return Result(Status.INFEASIBLE), x
+        lower_bound = _floor_bound(model, info.mip_dual_bound)
+        if status == highspy.HighsModelStatus.kOptimal and x is not None:
+            lower_bound = model.cost(x)  # optimum of a relaxation: a bound
+        found = stream.best
+        result = Result(
+            Status.FEASIBLE if found is not None else Status.UNKNOWN, found, lower_bound
+        )
+        return result, x
+
+
+def _floor_bound(model: Model, bound: float) -> int | None:
+    """HiGHS's dual bound, rounded down to a safe integer (it is a double)."""
+    if not math.isfinite(bound):
+        return None
+    return model.offset + math.floor(bound - 1e-6 * max(1.0, abs(bound)))
+
+
+def _binding(model: Model, incumbent: np.ndarray | None) -> np.ndarray:
+    """Where to start the lazy memory rows: points within 1% of the limit in the
+    incumbent (or in the least-usage solution)."""
+    if model.limit is None or not len(model.base):
+        return np.zeros(0, dtype=np.int64)
+    x = incumbent if incumbent is not None else model.min_usage_solution()
+    return np.flatnonzero(model.load(x) >= 0.99 * model.limit)
+
+
+class _Stream:
+    """HiGHS callbacks: each improving solution that fits is reported at once,
+    and the dual bound whenever it rises (at most twice a second)."""
+
+    def __init__(self, model: Model, mip: MipForm, report: Report, complete: bool) -> None:
+        self.model, self.mip, self.report, self.complete = model, mip, report, complete
+        self.best: np.ndarray | None = None
+        self.best_cost: int | None = None
+        self.last: np.ndarray | None = None
+        self.bound_sent: int | None = None
+        self.bound_time = 0.0
+
+    def offer(self, x: np.ndarray) -> None:
+        self.last = x
+        if not self.model.fits(x):  # (forbidden picks: never, but where unavoidable)
+            return
+        cost = self.model.cost(x)
+        if self.best_cost is None or cost < self.best_cost:
+            self.best, self.best_cost = x, cost
+            self.report(x)
+
+    def solution(self, event) -> None:
+        col = np.asarray(event.data_out.mip_solution)[: self.mip.n_x]
+        self.offer(segment_argmin(-col, self.model.dom_off))
+
+    def bound(self, event) -> None:
+        if not self.complete or time.monotonic() - self.bound_time < 0.5:
+            return
+        bound = _floor_bound(self.model, event.data_out.mip_dual_bound)
+        if bound is not None and (self.bound_sent is None or bound > self.bound_sent):
+            self.bound_sent, self.bound_time = bound, time.monotonic()
+            self.report(lower_bound=bound)
 
 
 class MipForm:
-    """The MIP as arrays: columns are x (one per value), then y (allowed table entries)."""
+    """The MIP as arrays: columns are x (one per value), then y (allowed table
+    entries), then the memory levels (only at ``points`` if given)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, points: np.ndarray | None = None) -> None:
         self.model = model
         # memory rows count usage in units of the usages' greatest common divisor
         self.scale = fold(math.gcd, [int(u) for u in np.unique(model.term_usage) if u], 0) or 1
@@ -131,8 +209,12 @@ class MipForm:
                     rows.append((cols, np.append(np.ones(len(sel)), -1.0)))
                     bounds.append((0.0, 0.0))
         self.n_y = next_col - nval
+        self.points = points
         if model.limit is not None and len(model.base) and len(model.term_var):
-            next_col = self._memory(rows, bounds, costs, upper, next_col)
+            if points is None:
+                next_col = self._memory(rows, bounds, costs, upper, next_col)
+            else:
+                self._memory_at(rows, bounds, points)
         self.cost = np.concatenate(costs)
         self.upper = np.concatenate(upper)
         lengths = np.array([len(c) for c, _ in rows], dtype=np.int64)
@@ -159,6 +241,19 @@ class MipForm:
             bounds.append((0.0, 0.0))
         return next_col + npts
 
+    def _memory_at(self, rows, bounds, points: np.ndarray) -> None:
+        """One row per point of ``points``: its live terms' usage within the room."""
+        m, scale = self.model, self.scale
+        for p in points.tolist():
+            live = np.flatnonzero((m.term_lo <= p) & (p < m.term_hi))
+            if not len(live):
+                continue
+            sizes = np.diff(m.term_off)[live]
+            cols = np.repeat(m.dom_off[m.term_var[live]], sizes) + ranks(sizes)
+            use = np.concatenate([m.usage_of(int(k)) for k in live]) / scale
+            rows.append((cols, use))
+            bounds.append((-np.inf, float((m.limit - m.base[p]) // scale)))
+
     def completion(self, x: np.ndarray) -> np.ndarray:
         """A full column vector (x, y, levels) for warm-starting from model solution x."""
         m = self.model
@@ -169,6 +264,6 @@ class MipForm:
             hit = (a == x[m.edge_u[e]]) & (b == x[m.edge_v[e]])
             col[off : off + len(a)] = hit
             off += len(a)
-        if off < len(col):
+        if off < len(col):  # the running-sum levels (all points only)
             col[off:] = (m.load(x) - m.base) // self.scale
         return col

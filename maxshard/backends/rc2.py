@@ -1,25 +1,53 @@
-"""Weighted MaxSAT with RC2 (python-sat), memory by lazy cuts.
+"""Weighted MaxSAT with RC2 (python-sat): core-guided, stratified, memory by lazy cuts.
+
+RC2 finds an optimum by refuting ever costlier lower bounds: each SAT call
+either finds a model that falsifies no active soft clause (done) or returns an
+unsatisfiable *core* of soft clauses, at least one of which must be falsified;
+the core's least weight is then paid and the core relaxed with a totalizer.
 
 Encoding of the reduced model:
 
-* a Boolean ``b[v,k]`` per value; exactly one per variable (hard clauses,
-  sequential-counter at-most-one);
-* unary cost ``c`` of ``b[v,k]``: soft clause ``(-b[v,k])`` with weight ``c``;
-  a forbidden value: hard clause ``(-b[v,k])``;
-* table entry ``c`` of ``(a, b)`` on edge ``(u, v)``: soft clause
-  ``(-b[u,a] | -b[v,b])`` weight ``c``; forbidden pairs are hard clauses.
+* a Boolean ``b[v,k]`` per value; exactly one per variable (hard: at least one,
+  and pairwise or sequential-counter at most one);
+* costs first *reparametrised*: each table's row minima move into the first
+  end's unary costs, then its column minima into the second's, and each
+  variable's least unary cost into a constant. No assignment changes cost,
+  but most table entries become 0 and need no clause, and the costs that are
+  left sit on single literals, where cores find them soonest;
+* unary cost ``c > 0``: soft clause ``(-b[v,k])`` of weight ``c``; a table
+  entry ``c > 0`` of ``(a, b)``: soft ``(-b[u,a] | -b[v,b])``; forbidden
+  values and pairs: the same clauses, hard.
 
-Memory is enforced lazily: solve, find a kept time point over the limit, and
-add the hard cut "some variable live there takes a value that uses less at
-this point than it does now" (if none did, the load could not drop). Repeat
-until the optimum fits; each cut removes only over-limit assignments, so the
-first optimum that fits is optimal. RC2 is exact but not anytime: it reports
-once, at the end, and is meant for small models.
+*Stratification* (RC2Stratified, Boolean lexicographic levels by weight)
+solves the heaviest costs first; each level's model is a complete assignment,
+reported at once as an anytime solution (repaired greedily when it overflows
+memory). *Hardening*: a soft clause heavier than the gap between the upper
+bound (the incumbent's cost or a level's model) and the current lower bound
+must hold in any better solution, so it becomes hard. Each core raises the
+lower bound; it is reported as it rises.
+
+Memory is enforced lazily, by *cover cuts*: when the optimum of the clauses so
+far overflows at a kept point, take the live terms there by decreasing current
+usage until they alone exceed the room (every other term can drop to its least
+usage, 0 after presolve); in any fitting assignment one of them must use less
+than now. One such clause per overloaded point is added, and RC2 resumes
+incrementally. Each cut removes only assignments that do not fit, so the first
+optimum that fits is optimal, and every optimum before it is a lower bound.
+
+Measured (this machine): the cover cuts against the previous cut (every live
+term, not only a cover) on instances cut from G: see the README's backend
+table.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
+from pysat.card import CardEnc, EncType
+from pysat.examples.rc2 import RC2Stratified
+from pysat.formula import WCNF, IDPool
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
@@ -28,7 +56,7 @@ from ..model import Model, segment_argmin
 
 class RC2:
     name = "rc2"
-    capabilities = Capabilities(exact=True, anytime=False, memory=True, lower_bound=True)
+    capabilities = Capabilities(exact=True, anytime=True, memory=True, lower_bound=True)
 
     def solve(
         self,
@@ -38,64 +66,199 @@ class RC2:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        from pysat.card import CardEnc, EncType
-        from pysat.examples.rc2 import RC2 as Solver
-        from pysat.formula import WCNF, IDPool
+        enc = Encoding(model)
+        best: list = [None, None]  # cost, solution
 
+        def offer(x: np.ndarray) -> None:
+            if not model.fits(x):
+                x = _repaired(model, x, deadline)
+                if x is None:
+                    return
+            cost = model.cost(x)
+            if best[0] is None or cost < best[0]:
+                best[0], best[1] = cost, x
+                report(x)
+
+        if incumbent is not None and model.fits(incumbent):
+            best[0], best[1] = model.cost(incumbent), incumbent
+        solver = _Stratified(enc, offer, report)
+        if best[0] is not None:  # harden against the incumbent from the start
+            solver.ubnd = min(solver.ubnd, best[0] - enc.constant)
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), solver.interrupt)
+        timer.start()
+        try:
+            while True:
+                assignment = solver.compute(expect_interrupt=True)
+                if assignment is None:
+                    if solver.interrupted or time.monotonic() >= deadline:
+                        bound = solver.lower_bound()
+                        status = Status.FEASIBLE if best[1] is not None else Status.UNKNOWN
+                        return Result(status, best[1], bound)
+                    # the hard clauses (exactly one, forbidden, cuts) cannot all hold:
+                    # nothing better than a clean incumbent, or no clean solution fits
+                    if best[1] is not None and not model.forbidden(best[1]):
+                        return Result(Status.OPTIMAL, best[1], best[0])
+                    return Result(Status.INFEASIBLE)
+                x = enc.decode(assignment)
+                cuts = cover_cuts(model, x)
+                if not cuts:
+                    cost = model.cost(x)
+                    if best[0] is not None and best[0] <= cost:  # hardened past: incumbent
+                        return Result(Status.OPTIMAL, best[1], best[0])
+                    report(x)
+                    return Result(Status.OPTIMAL, x, cost)
+                report(lower_bound=enc.constant + solver.cost)  # optimum of a relaxation
+                offer(x)
+                for clause in cuts:
+                    solver.add_clause([enc.lit(v, k) for v, k in clause])
+        finally:
+            timer.cancel()
+            solver.delete()
+
+
+def _extend(wcnf: WCNF, clauses: np.ndarray, costs: np.ndarray) -> None:
+    """Soft clauses (rows of ``clauses``) weighted by ``costs``; hard where forbidden."""
+    hard = costs >= FORBIDDEN
+    if hard.any():
+        wcnf.extend(clauses[hard].tolist())
+    if (~hard).any():
+        wcnf.extend(clauses[~hard].tolist(), weights=costs[~hard].tolist())
+
+
+class Encoding:
+    """The reduced model as a weighted CNF (see the module docstring)."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
         nval = int(model.dom_off[-1])
-        lit = np.arange(1, nval + 1)  # b[v,k] is literal dom_off[v] + k + 1
+        unary, tables, self.constant = reparametrise(model)
         pool = IDPool(start_from=nval + 1)
         wcnf = WCNF()
         for v in range(model.nv):
-            lits = lit[model.dom_off[v] : model.dom_off[v + 1]].tolist()
-            for clause in CardEnc.equals(lits, 1, vpool=pool, encoding=EncType.seqcounter):
-                wcnf.append(clause)
-        for i in range(nval):
-            c = int(model.unary[i])
-            if c >= FORBIDDEN:
-                wcnf.append([-int(lit[i])])
-            elif c > 0:
-                wcnf.append([-int(lit[i])], weight=c)
-        for e in range(model.m):
-            t = model.table(e)
-            ou, ov = int(model.dom_off[model.edge_u[e]]), int(model.dom_off[model.edge_v[e]])
-            for a, b in zip(*np.nonzero(t), strict=True):
-                clause = [-(ou + int(a) + 1), -(ov + int(b) + 1)]
-                c = int(t[a, b])
-                if c >= FORBIDDEN:
+            lits = list(range(int(model.dom_off[v]) + 1, int(model.dom_off[v + 1]) + 1))
+            wcnf.append(lits)  # at least one
+            if len(lits) > 1:
+                how = EncType.pairwise if len(lits) <= 6 else EncType.seqcounter
+                for clause in CardEnc.atmost(lits, 1, vpool=pool, encoding=how).clauses:
                     wcnf.append(clause)
-                else:
-                    wcnf.append(clause, weight=c)
+        # unary costs and table entries, all at once: hard where forbidden
+        lits = np.flatnonzero(unary)
+        _extend(wcnf, -(lits + 1)[:, None], unary[lits])
+        if tables:
+            flat = np.concatenate([t.ravel() for t in tables])
+            e = np.repeat(np.arange(model.m), [t.size for t in tables])
+            k = np.flatnonzero(flat)
+            e = e[k]
+            pos = k - model.edge_off[e]
+            ncols = model.dom_size[model.edge_v[e]]
+            a = model.dom_off[model.edge_u[e]] + pos // ncols + 1
+            b = model.dom_off[model.edge_v[e]] + pos % ncols + 1
+            _extend(wcnf, np.column_stack([-a, -b]), flat[k])
+        if not wcnf.soft:  # RC2Stratified needs one level: a clause that costs nothing
+            wcnf.append([-pool.id("free")], weight=1)
+        self.wcnf = wcnf
 
-        with Solver(wcnf) as solver:
-            while True:
-                assignment = solver.compute()
-                if assignment is None:
-                    return Result(Status.INFEASIBLE)
-                chosen = (np.array(assignment[:nval]) > 0).astype(np.int64)
-                x = segment_argmin(-chosen, model.dom_off)  # the true literal of each variable
-                cut = _memory_cut(model, x)
-                if cut is None:
-                    report(x)
-                    return Result(Status.OPTIMAL, x, model.cost(x))
-                if not cut:
-                    return Result(Status.INFEASIBLE)
-                solver.add_clause(cut)
+    def lit(self, v: int, k: int) -> int:
+        return int(self.model.dom_off[v]) + k + 1
+
+    def decode(self, assignment: list[int]) -> np.ndarray:
+        nval = int(self.model.dom_off[-1])
+        chosen = np.zeros(nval, dtype=np.int64)
+        true = np.array([lit for lit in assignment if 0 < lit <= nval], dtype=np.int64)
+        chosen[true - 1] = 1
+        return segment_argmin(-chosen, self.model.dom_off)
 
 
-def _memory_cut(model: Model, x: np.ndarray) -> list[int] | None:
-    """None if ``x`` fits; else a clause every fitting assignment satisfies."""
+def reparametrise(model: Model) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """Unary costs, tables and a constant with the same total for every
+    assignment: table row minima moved into the first end, column minima into
+    the second, each variable's least cost into the constant. Forbidden entries
+    stay forbidden (and are never moved)."""
+    unary = [int(c) for c in model.unary]  # Python ints: exact however sums grow
+    tables = []
+    for e in range(model.m):
+        t = model.table(e).copy()
+        clean = t < FORBIDDEN
+        ou, ov = int(model.dom_off[model.edge_u[e]]), int(model.dom_off[model.edge_v[e]])
+        for axis, first in ((1, ou), (0, ov)):
+            low = np.where(clean, t, FORBIDDEN).min(axis=axis)
+            low[low >= FORBIDDEN] = 0  # a row (column) with no clean entry
+            t = np.where(clean, t - (low[:, None] if axis == 1 else low[None, :]), t)
+            for j in np.flatnonzero(low).tolist():
+                unary[first + j] += int(low[j])
+        tables.append(t)
+    constant = model.offset
+    for v in range(model.nv):
+        lo, hi = int(model.dom_off[v]), int(model.dom_off[v + 1])
+        finite = [c for c in unary[lo:hi] if c < FORBIDDEN]
+        low = min(finite, default=0)
+        constant += low
+        unary[lo:hi] = [c - low if c < FORBIDDEN else c for c in unary[lo:hi]]
+    return np.array([min(c, FORBIDDEN) for c in unary], dtype=np.int64), tables, constant
+
+
+def cover_cuts(model: Model, x: np.ndarray) -> list[list[tuple[int, int]]]:
+    """One cover cut (as (variable, value) literals) per overloaded kept point of
+    ``x``, duplicates removed; empty if ``x`` fits. See the module docstring."""
     if model.limit is None or not len(model.base):
-        return None
+        return []
     load = model.load(x)
-    p = int(np.argmax(load))
-    if load[p] <= model.limit:
-        return None
-    live = np.flatnonzero((model.term_lo <= p) & (p < model.term_hi))
-    cut = []
-    for k in live:
-        v = int(model.term_var[k])
-        use = model.usage_of(int(k))
-        smaller = np.flatnonzero(use < use[x[v]])
-        cut.extend(int(model.dom_off[v] + j + 1) for j in smaller)
-    return cut
+    least = np.minimum.reduceat(model.term_usage, model.term_off[:-1])
+    now_all = model.term_usage[model.term_off[:-1] + x[model.term_var]]
+    cuts: dict[tuple, list[tuple[int, int]]] = {}
+    for p in np.flatnonzero(load > model.limit).tolist():
+        live = np.flatnonzero((model.term_lo <= p) & (p < model.term_hi))
+        extra = now_all[live] - least[live]  # what each could still give back
+        room = model.limit - int(model.base[p]) - int(least[live].sum())
+        cover, used = [], 0
+        for j in np.argsort(-extra, kind="stable").tolist():
+            cover.append(int(live[j]))
+            used += int(extra[j])
+            if used > room:
+                break
+        clause = []
+        for k in cover:
+            v = int(model.term_var[k])
+            use = model.usage_of(k)
+            clause += [(v, int(j)) for j in np.flatnonzero(use < use[x[v]])]
+        key = tuple(sorted(clause))
+        cuts.setdefault(key, clause)
+    return list(cuts.values())
+
+
+def _repaired(model: Model, x: np.ndarray, deadline: float) -> np.ndarray | None:
+    """``x`` made to fit by the Lagrangian loop's greedy repair, or None."""
+    from .lagrange import repair
+    from .local import Search
+
+    search = Search(model, 0)
+    search.reset(x)
+    if repair(search, min(deadline, time.monotonic() + 1.0)):
+        search.descend(deadline)
+        return search.x.copy()
+    return None
+
+
+class _Stratified(RC2Stratified):
+    """RC2Stratified that reports each level's model and every rise of the bound."""
+
+    def __init__(self, enc: Encoding, offer, report: Report) -> None:
+        super().__init__(enc.wcnf, solver="g3", blo="cluster", exhaust=True, trim=5)
+        self.enc, self.offer, self.report_bound = enc, offer, report
+        self.reported, self.last_report = -1, 0.0
+
+    def process_core(self) -> None:
+        super().process_core()
+        # cores come by the hundred per second: report the rising bound twice a second
+        if self.cost > self.reported and time.monotonic() - self.last_report > 0.5:
+            self.reported, self.last_report = self.cost, time.monotonic()
+            self.report_bound(lower_bound=self.lower_bound())
+
+    def finish_level(self) -> None:
+        model = self.oracle.get_model()
+        if model is not None:
+            self.offer(self.enc.decode(model))
+        super().finish_level()
+
+    def lower_bound(self) -> int:
+        return self.enc.constant + self.cost
