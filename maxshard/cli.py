@@ -380,46 +380,91 @@ def generate_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    problems: Annotated[list[Path], typer.Argument(help="Problem files.")],
+    problems: Annotated[
+        list[str], typer.Argument(help="Problem files or glob patterns (quote them).")
+    ],
     backend: Annotated[
-        list[str] | None, typer.Option("--backend", "-b", help="Backend (repeatable).")
+        list[str] | None,
+        typer.Option("--backend", "-b", help="Backend to compare (repeatable; default: all)."),
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per backend and problem.")] = 10.0,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    timeout: Annotated[float, typer.Option(help="Seconds per run.")] = 10.0,
+    seeds: Annotated[int, typer.Option(min=1, help="Runs per instance and backend.")] = 1,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory for results.jsonl (runs already there are skipped: a sweep "
+            "resumes) and the figures. Default: a new temporary directory."
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(min=1, help="Runs at once on this machine (default: its cores).")
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="Run on a Ray cluster instead: its address, 'auto' (the one this machine "
+            "belongs to) or 'local' (start one here). Needs pip install 'maxshard[ray]'."
+        ),
+    ] = None,
+    figures: Annotated[bool, typer.Option(help="Draw the figures (needs matplotlib).")] = True,
 ) -> None:
-    """Run each backend alone on each problem; print cost, status, bound and time."""
-    from .backend import available
-    from .orchestrate import run_backends
-    from .reduce import Infeasible, reduce
+    """Compare backends: every instance x backend x seed alone, traced.
 
-    names = backend or sorted(available())
+    Each run is one backend on one presolved instance for TIMEOUT seconds, every
+    solution re-costed by the evaluator; its anytime trace (time, cost, bound)
+    goes to OUT/results.jsonl. Prints per instance and backend: best cost, runs
+    proved, time to best and to proof, final gap and primal integral; draws
+    OUT/traces/<instance>.png (cost and bound over time) and OUT/profile.png
+    (performance profile).
+    """
+    import glob
+
+    from . import api, workbench
+
+    paths: list[str] = []
+    for pattern in problems:
+        matched = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        if not matched:
+            _fail(f"{pattern}: no file matches")
+        paths += matched
+    names = backend or sorted(_available())
     try:
         _check_backends(names)
-    except UsageError as exc:
+        directory = out or Path(__import__("tempfile").mkdtemp(prefix="maxshard-compare-"))
+        records = api.compare(
+            paths, names, timeout, seeds, directory, jobs, ray, figures, progress=True
+        )
+    except (UsageError, ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(str(exc))
-    typer.echo("| problem | backend | cost | status | lower bound | gap | time s |")
-    typer.echo("|---|---|---|---|---|---|---|")
-    for problem in problems:
-        try:
-            inst = read_instance(problem)
-        except InputError as exc:
-            _fail(str(exc))
-        try:
-            model = reduce(inst)
-        except Infeasible:
-            typer.echo(f"| {problem.name} | all | - | infeasible | - | - | 0 |")
-            continue
-        for name in names:
-            best = Best(inst, lambda _msg: None)
-            start = time.monotonic()
-            outcome = run_backends(model, best, [name], start + timeout, seed, workers=1)
-            ev, lb = best.evaluation, best.lower_bound
-            cost = ev.cost if ev else "-"
-            gap = f"{100 * best.gap():.3f}%" if best.gap() is not None else "-"
-            typer.echo(
-                f"| {problem.name} | {name} | {cost} | {outcome.get(name, '-')} | "
-                f"{lb if lb is not None else '-'} | {gap} | {time.monotonic() - start:.1f} |"
-            )
+    typer.echo(workbench.markdown(workbench.summary(records)))
+    typer.echo(f"\n# {len(records)} runs in {directory / 'results.jsonl'}")
+    if figures and records:
+        typer.echo(f"# figures: {directory / 'traces'}/*.png, {directory / 'profile.png'}")
+
+
+def _available() -> dict:
+    from .backend import available
+
+    return available()
+
+
+@app.command("suite")
+def suite_cmd(
+    out: Annotated[Path, typer.Argument(help="Directory for the suite's instances.")],
+    bench_dir: Annotated[Path, typer.Option(help="Where the shared benchmarks are.")] = Path(
+        "../shared/benchmarks"
+    ),
+) -> None:
+    """Write the standard small suite: 30 connected regions cut from the 8 shared
+    benchmarks (100 to 2,000 nodes, memory as tight as the source's) plus G and
+    V whole. The same files on any machine; existing ones are kept."""
+    from .suite import make_suite
+
+    try:
+        paths = make_suite(bench_dir, out, log=typer.echo)
+    except (InputError, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo(f"# {len(paths)} instances in {out}")
 
 
 @app.command("warmup")

@@ -42,6 +42,23 @@ class Best:
     method: str = ""
     lower_bound: int | None = None
     status: str = "unknown"
+    #: (seconds since start, best cost, best bound) at every improvement of either
+    trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+    #: seconds since start when optimality (or infeasibility) was proved
+    proved_at: float | None = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def _record(self) -> None:
+        cost = self.evaluation.cost if self.evaluation is not None else None
+        self.trace.append((round(self.elapsed(), 4), cost, self.lower_bound))
+
+    def proved(self, status: str) -> None:
+        """Mark the answer proved: ``optimal`` or ``infeasible``."""
+        self.status = status
+        if self.proved_at is None:
+            self.proved_at = round(self.elapsed(), 4)
 
     def offer(self, solution: np.ndarray, method: str, model_x: np.ndarray | None = None) -> bool:
         ev = evaluate(self.inst, solution)
@@ -53,12 +70,14 @@ class Best:
             return False
         self.solution, self.evaluation, self.method, self.model_x = solution, ev, method, model_x
         self.status = "feasible"
+        self._record()
         self.log(self.describe())
         return True
 
     def bound(self, value: int, method: str) -> None:
         if self.lower_bound is None or value > self.lower_bound:
             self.lower_bound = value
+            self._record()
             if self.evaluation is not None:
                 self.log(self.describe(f"bound by {method}"))
 
@@ -75,7 +94,7 @@ class Best:
             parts.append(f"({ev.forbidden} forbidden picks)")
         if self.lower_bound is not None:
             parts.append(f"bound {self.lower_bound} gap {100 * (self.gap() or 0.0):.3f}%")
-        parts.append(f"by {self.method} at {time.monotonic() - self.start:.1f}s")
+        parts.append(f"by {self.method} at {self.elapsed():.1f}s")
         if event:
             parts.append(f"[{event}]")
         return " ".join(parts)
@@ -204,7 +223,7 @@ def run_backends(
         best.offer(only, "presolve", x)
         if model.exact_memory:  # the one solution left is optimal
             best.bound(evaluate(best.inst, only).cost, "presolve")
-            best.status = "optimal"
+            best.proved("optimal")
         return {name: "not needed" for name in plan}
     workers = workers or available_cores()
     # bounds are on the model's cost: the instance's only if memory was not scaled
@@ -246,7 +265,8 @@ def run_backends(
                     best.bound(msg[1], job.name)
                     ev = best.evaluation
                     if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
-                        best.status, finished = "optimal", True
+                        best.proved("optimal")
+                        finished = True
                 elif msg[0] == "error":
                     outcome[job.name] = f"error: {msg[1]}"
                     best.log(f"backend {job.name} failed: {msg[1]}")
@@ -260,14 +280,15 @@ def run_backends(
                     if bound is not None and proofs_hold:
                         best.bound(bound, job.name)
                     if status == "optimal" and best.evaluation is not None:
-                        best.status, finished = "optimal", True
                         if not proofs_hold:  # the optimum is the solution itself
                             best.bound(best.evaluation.cost, job.name)
+                        best.proved("optimal")
+                        finished = True
                     elif status == "infeasible":
                         # no clean solution fits; a solution with forbidden picks may still stand
                         finished = True
                         if best.evaluation is None:
-                            best.status = "infeasible"
+                            best.proved("infeasible")
     finally:
         for job in running:
             outcome.setdefault(job.name, "stopped at deadline")
@@ -353,7 +374,7 @@ def solve(
         model = reduce(inst, passes=presolve)
     except Infeasible as exc:
         if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
-            best.status = "infeasible"
+            best.proved("infeasible")
         log(f"infeasible: {exc}")
         return best
     log("presolve: " + ", ".join(f"{v} {k}" for k, v in model.stats().items()))

@@ -50,6 +50,7 @@ class InputError(ValueError):
 
 
 def read_bytes(path: str | Path) -> bytes:
+    """A file's bytes, gunzipped if it is gzip-compressed."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -57,28 +58,38 @@ def read_bytes(path: str | Path) -> bytes:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    return _gunzip(data, str(path))
+
+
+def _gunzip(data: bytes, label: str) -> bytes:
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            return gzip.decompress(data)
         except (OSError, EOFError) as exc:
-            raise InputError(f"{path}: corrupt gzip data ({exc})") from None
+            raise InputError(f"{label}: corrupt gzip data ({exc})") from None
     return data
 
 
 def read_instance(path: str | Path) -> Instance:
     """Read and validate a problem file; raise :class:`InputError` on any defect."""
-    data = read_bytes(path)
+    return parse_instance(read_bytes(path), str(path))
+
+
+def parse_instance(data: bytes, label: str = "problem") -> Instance:
+    """Validate the contents of a problem file (plain or gzipped JSON); ``label``
+    names it in error messages."""
+    data = _gunzip(data, label)
     try:
         problem = msgspec.json.decode(data, type=_File).problem
     except msgspec.ValidationError as exc:
-        raise InputError(f"{path}: invalid instance: {exc}") from None
+        raise InputError(f"{label}: invalid instance: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise InputError(f"{path}: malformed JSON: {exc}") from None
+        raise InputError(f"{label}: malformed JSON: {exc}") from None
     del data
     try:
         return _to_arrays(problem)
     except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{label}: {exc}") from None
 
 
 def _flatten(rows: list[list[int]], total: int) -> np.ndarray:

@@ -261,3 +261,70 @@ def test_shared_best_is_new_solutions_only():
     shared.publish(np.array([0, 0, 0, 1]))
     assert shared_best(report).tolist() == [0, 0, 0, 1]
     assert shared_best(lambda solution=None, lower_bound=None: None) is None  # plain callables
+
+
+def cut_models():
+    """Small regions cut from the real benchmarks, presolved; with their models'
+    optimum by brute force over the model's values (presolve is exact: see
+    tests/test_reduce.py)."""
+    from maxshard.generate import cut
+    from maxshard.reader import read_instance
+
+    from .conftest import BENCHMARKS
+
+    for letter in "GAS":
+        path = BENCHMARKS / f"asplos-2025-iopddl-{letter}.json.gz"
+        if not path.exists():
+            continue
+        source = read_instance(path)
+        for seed in range(4):
+            try:
+                model = reduce(cut(source, 9, seed))
+            except Infeasible:
+                continue
+            if 0 < np.prod(model.dom_size.astype(float)) <= 50_000:
+                yield f"{letter}{seed}", model
+
+
+def model_optimum(model):
+    import itertools
+
+    best = None
+    for values in itertools.product(*(range(int(d)) for d in model.dom_size)):
+        x = np.array(values, dtype=np.int64)
+        if model.fits(x) and (best is None or model.cost(x) < best):
+            best = model.cost(x)
+    return best
+
+
+@pytest.fixture(scope="module")
+def cuts():
+    return list(cut_models())
+
+
+@pytest.mark.parametrize("name", EXACT)
+def test_exact_backends_on_cuts_of_real_benchmarks(cuts, name):
+    if not cuts:
+        pytest.skip("needs the shared benchmarks")
+    assert len(cuts) >= 4
+    for label, model in cuts:
+        best = model_optimum(model)
+        result = backends.load(name).solve(model, time.monotonic() + 30, None, Recorder(), 0)
+        if best is None:
+            assert result.status is Status.INFEASIBLE, label
+        else:
+            assert result.status is Status.OPTIMAL, label
+            assert model.cost(result.solution) == best and model.fits(result.solution), label
+
+
+def test_highs_streams_improving_solutions_as_it_finds_them(tmp_path):
+    """On a model where HiGHS improves several times, each improvement is reported
+    while it runs, ending with the optimum."""
+    inst = generated(tmp_path, 3, nodes=70, max_strategies=6, forbidden=0.0, tightness=0.1)
+    model = reduce(inst)
+    found = Recorder()
+    result = backends.load("highs").solve(model, time.monotonic() + 60, None, found, 0)
+    costs = [model.cost(x) for x in found.solutions]
+    assert result.status is Status.OPTIMAL and costs[-1] == result.lower_bound
+    assert len(costs) >= 3 and costs == sorted(costs, reverse=True)
+    assert all(model.fits(x) for x in found.solutions)

@@ -117,3 +117,26 @@ def test_exchanges_stay_fitting_and_never_worsen(tmp_path, seed):
         search.exchanges(float("inf"))
         assert model.cost(search.x) <= before and model.fits(search.x)
         assert np.array_equal(search.load, model.load(search.x))
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 200, 1000])
+def test_blocked_load_matches_a_plain_array(n):
+    """Range additions and range maxima of the blocked load (local_kernels.Load)
+    against a plain array, over ranges that start and end anywhere in a block."""
+    from maxshard.backends import local_kernels as kernels
+
+    rng = np.random.default_rng(n)
+    plain = rng.integers(-50, 50, size=n)
+    ld = kernels.new_load(plain)
+    for _ in range(300):
+        lo = int(rng.integers(0, n))
+        hi = int(rng.integers(lo + 1, n + 1))
+        change = int(rng.integers(-20, 21))
+        kernels.range_add(ld, lo, hi, change)
+        plain[lo:hi] += change
+        a = int(rng.integers(0, n))
+        b = int(rng.integers(a + 1, n + 1))
+        assert kernels.range_max(ld, a, b) == plain[a:b].max()
+        p, level = kernels.peak(ld)
+        assert level == plain.max() and plain[p] == level
+    assert np.array_equal(kernels.levels(ld), plain)

@@ -38,6 +38,7 @@ feasible region). Each better bound is reported as soon as it is found.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -79,6 +80,10 @@ class Lagrange:
     #: start each round's relinking and polish from the best solution of all
     #: workers (see :func:`~maxshard.backend.shared_best`) when it is cheaper
     share = False
+    #: seconds of memory-free local search on each relaxed solution (0: none)
+    relax_polish = 0.0
+    #: seconds of iterated local search on each repaired relaxed solution
+    candidate_seconds = 0.0
 
     def solve(
         self,
@@ -118,6 +123,8 @@ class Lagrange:
                 best_x, best_cost = other, model.cost(other)
             raw = prices.penalties()
             x_r, proved = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
+            if x_r is not None and not proved and self.relax_polish > 0:
+                x_r = polish_relaxed(model, whole(raw), x_r, self.relax_polish, seed + rounds)
             end = min(deadline, time.monotonic() + self.bound_seconds)
             if improve_bound(prices.bound(raw, x_r if proved else None, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
@@ -159,6 +166,9 @@ class Lagrange:
         search.reset(x_r)
         if repair(search, min(deadline, time.monotonic() + self.repair_seconds)):
             search.descend(deadline)
+            if self.candidate_seconds > 0:
+                end = min(deadline, time.monotonic() + self.candidate_seconds)
+                search.iterate(end, lambda _x: None, exchange_every=math.inf)
             found.append(search.x.copy())
         search.reset(best_x)
         relink(search, x_r)
@@ -331,6 +341,21 @@ def solve_penalised(
     return x, bool(proved) and x is not None
 
 
+def polish_relaxed(
+    model: Model, pen: np.ndarray, x: np.ndarray, seconds: float, seed: int
+) -> np.ndarray:
+    """``x`` improved by iterated local search on the penalised, memory-free problem."""
+    free = dataclasses.replace(
+        model, unary=np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen), limit=None
+    )
+    search = Search(free, seed)
+    search.reset(x)
+    end = time.monotonic() + seconds
+    search.descend(end)
+    search.iterate(end, lambda _x: None, exchange_every=math.inf)
+    return search.x.copy()
+
+
 def relax(
     model: Model, lam: np.ndarray, seconds: int, seed: int, light: bool = False
 ) -> tuple[np.ndarray | None, int | None]:
@@ -360,9 +385,8 @@ def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:
     saves usage there at the smallest cost increase per unit saved, among the
     changes that overload no other point (so the total overflow only shrinks)."""
     for _ in range(max_moves):
-        over = search.load - search.limit
-        p = int(np.argmax(over))
-        if over[p] <= 0:
+        p, level = search.peak()
+        if p < 0 or level <= search.limit:
             return True
         if time.monotonic() > deadline:
             return False

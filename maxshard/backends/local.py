@@ -63,8 +63,9 @@ class Search:
     """The state of one local search: assignment and per-point load.
 
     The hot loops (value costs, moves, descent, perturbation) are compiled
-    kernels in :mod:`.local_kernels`; ``x`` and ``load`` are the arrays they
-    update in place.
+    kernels in :mod:`.local_kernels`; ``x`` and ``ld`` (a blocked
+    :class:`~.local_kernels.Load`) are what they update in place; ``load`` is
+    the exact load at every point, computed when asked.
     """
 
     def __init__(self, model: Model, seed: int) -> None:
@@ -75,7 +76,7 @@ class Search:
         self.limit = model.limit if model.limit is not None else np.iinfo(np.int64).max // 4
         self.g = kernels.graph(model, self.limit)
         self.x = np.zeros(nv, dtype=np.int64)
-        self.load = np.zeros(len(model.base), dtype=np.int64)
+        self.ld = kernels.new_load(np.zeros(len(model.base), dtype=np.int64))
         # scratch space of the kernels
         width = int(model.dom_size.max()) if nv else 0
         self._cost = np.zeros(width)
@@ -87,25 +88,43 @@ class Search:
 
     def reset(self, x: np.ndarray) -> bool:
         self.x = np.array(x, dtype=np.int64)
-        self.load[:] = self.model.load(self.x)
+        self.ld = kernels.new_load(self.model.load(self.x))
         return self.feasible()
 
+    @property
+    def load(self) -> np.ndarray:
+        return kernels.levels(self.ld)
+
+    def peak(self) -> tuple[int, int]:
+        """(point, load) of the most loaded kept point; (-1, 0) if there is none."""
+        p, level = kernels.peak(self.ld)
+        return int(p), int(level)
+
     def feasible(self) -> bool:
-        return not len(self.load) or int(self.load.max()) <= self.limit
+        p, level = self.peak()
+        return p < 0 or level <= self.limit
+
+    def _save(self) -> tuple:
+        return self.x.copy(), *(a.copy() for a in self.ld)
+
+    def _restore(self, saved: tuple) -> None:
+        self.x[:] = saved[0]
+        for a, b in zip(self.ld, saved[1:], strict=True):
+            a[:] = b
 
     def options(self, v: int) -> tuple[np.ndarray, np.ndarray]:
         """Cost of each value of ``v`` given its neighbours, and which values fit in memory."""
-        d = kernels.options(self.g, int(v), self.x, self.load, self._cost, self._ok)
+        d = kernels.options(self.g, int(v), self.x, self.ld, self._cost, self._ok)
         return self._cost[:d].copy(), self._ok[:d].copy()
 
     def repair_move(self, p: int) -> tuple[int, int]:
         """The usage-saving change at point ``p`` that the repair makes next
         (see :func:`.local_kernels.repair_move`); (-1, -1) if there is none."""
-        v, value = kernels.repair_move(self.g, p, self.x, self.load, self._cost, self._ok)
+        v, value = kernels.repair_move(self.g, p, self.x, self.ld, self._cost, self._ok)
         return int(v), int(value)
 
     def move(self, v: int, value: int) -> None:
-        kernels.move(self.g, int(v), int(value), self.x, self.load)
+        kernels.move(self.g, int(v), int(value), self.x, self.ld)
 
     def descend(self, deadline: float, queue: list[int] | None = None) -> float:
         """Greedy best-improvement moves until no variable improves; returns the gain."""
@@ -117,7 +136,7 @@ class Search:
         gain = 0.0
         while n and time.monotonic() < deadline:
             step, n, _ = kernels.descend(
-                self.g, self.x, self.load, self._stack, n, self._queued, 4096,
+                self.g, self.x, self.ld, self._stack, n, self._queued, 4096,
                 self._cost, self._ok, self._log, -1,
             )  # fmt: skip
             gain += step
@@ -132,7 +151,7 @@ class Search:
             if time.monotonic() >= deadline:
                 return
             kernels.exchanges(
-                self.g, self.x, self.load, order[start : start + 256], tries,
+                self.g, self.x, self.ld, order[start : start + 256], tries,
                 self._stack, self._queued, self._cost, self._ok, self._log,
             )  # fmt: skip
 
@@ -158,7 +177,7 @@ class Search:
         at two seeds, against 1.6028e9 every 10 s).
         """
         best_cost = self.model.cost(self.x)
-        saved_x, saved_load = self.x.copy(), self.load.copy()
+        saved = self._save()
         last_report = time.monotonic()
         next_exchange = last_report if exchange_every < math.inf else math.inf  # first pass now
         pending = False
@@ -172,13 +191,13 @@ class Search:
                 if cost < best_cost and self.model.fits(other):
                     self.reset(other)
                     best_cost, pending = cost, False
-                    saved_x[:], saved_load[:] = self.x, self.load
+                    saved = self._save()
             if now >= next_exchange:
                 self.exchanges(deadline)
                 next_exchange = time.monotonic() + exchange_every
             else:
                 kernels.iterate(
-                    self.g, self.x, self.load, batch, self._stack, self._queued,
+                    self.g, self.x, self.ld, batch, self._stack, self._queued,
                     self._cost, self._ok, self._log, self._stamp,
                 )  # fmt: skip
                 took = time.monotonic() - now
@@ -186,9 +205,9 @@ class Search:
             cost = self.model.cost(self.x)
             if cost < best_cost:
                 best_cost, pending = cost, True
-                saved_x[:], saved_load[:] = self.x, self.load
+                saved = self._save()
             elif cost > best_cost:
-                self.x[:], self.load[:] = saved_x, saved_load
+                self._restore(saved)
             if pending and time.monotonic() - last_report > report_every:
                 report(self.x.copy())
                 pending, last_report = False, time.monotonic()

@@ -1,0 +1,128 @@
+"""The Python API: what the command line does, as functions returning values.
+
+    import maxshard
+
+    result = maxshard.solve("problem.json.gz", timeout=30)
+    result.cost, result.lower_bound, result.status, result.solution
+    result.trace  # [(seconds, best cost, best bound), ...] at every improvement
+
+    records = maxshard.compare(["a.json", "b.json"], backends=["highs", "toulbar2"],
+                               timeout=10, seeds=2, out="sweep/")
+
+``solve`` runs the same plan as ``maxshard solve`` (or the named backends) in
+worker processes and returns the best evaluator-checked solution. ``compare``
+runs every instance x backend x seed alone (:mod:`maxshard.workbench`) and
+returns one record per run; with ``out`` it also keeps them in
+``out/results.jsonl`` (a later call skips the runs already there) and draws
+the figures (:mod:`maxshard.figures`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .instance import Instance
+
+
+@dataclass
+class SolveResult:
+    solution: list[int] | None  # one strategy per node, as the contest wants it
+    cost: int | None
+    lower_bound: int | None
+    status: str  # optimal, feasible, infeasible or unknown
+    forbidden_picks: int | None
+    method: str  # what found the solution
+    time_s: float
+    trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+
+    @property
+    def gap(self) -> float | None:
+        if self.cost is None or self.lower_bound is None or not self.cost:
+            return None
+        return max(0.0, (self.cost - self.lower_bound) / self.cost)
+
+
+def solve(
+    problem: str | Path | Instance,
+    timeout: float,
+    backends: Sequence[str] | None = None,
+    seed: int = 0,
+    workers: int | None = None,
+    log=None,
+) -> SolveResult:
+    """Solve ``problem`` (a file or an :class:`~maxshard.instance.Instance`) within
+    ``timeout`` seconds from this call. ``backends``: run these (default: the plan
+    chosen by the model's size); ``log``: a callable given each progress line."""
+    from . import orchestrate
+    from .reader import read_instance
+
+    if not timeout > 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+    start = time.monotonic()
+    inst = problem if isinstance(problem, Instance) else read_instance(problem)
+    best = orchestrate.Best(inst, log or (lambda _line: None))
+    try:
+        orchestrate.solve(
+            inst, start + timeout, best.log, list(backends or []) or None, seed, best, True, workers
+        )
+    finally:
+        orchestrate.kill_workers()
+    ev = best.evaluation
+    return SolveResult(
+        solution=None if best.solution is None else [int(s) for s in best.solution],
+        cost=ev.cost if ev else None,
+        lower_bound=best.lower_bound,
+        status=best.status,
+        forbidden_picks=ev.forbidden if ev else None,
+        method=best.method,
+        time_s=round(time.monotonic() - start, 3),
+        trace=list(best.trace),
+    )
+
+
+def compare(
+    problems: Sequence[str | Path],
+    backends: Sequence[str],
+    timeout: float = 10.0,
+    seeds: int = 1,
+    out: str | Path | None = None,
+    jobs: int | None = None,
+    ray: str | None = None,
+    figures: bool = True,
+    progress: bool = False,
+) -> list[dict]:
+    """Run each backend alone on each problem, ``seeds`` times, ``timeout`` seconds
+    each; return the records (see :mod:`maxshard.workbench`). ``jobs`` runs at once
+    on this machine (default: its cores), or ``ray``: a Ray address (``auto``, an
+    address, ``local`` to start one here) to run them as Ray tasks."""
+    import tempfile
+
+    from . import workbench
+    from .backend import available
+
+    unknown = [b for b in backends if b not in available()]
+    if unknown:
+        raise ValueError(
+            f"unknown backend {unknown[0]!r} (known: {', '.join(sorted(available()))})"
+        )
+    paths = [Path(p) for p in problems]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: no such file")
+    runs = workbench.plan_runs(paths, list(backends), seeds, timeout)
+    directory = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="maxshard-"))
+    bar = workbench.ProgressBar(len(runs)) if progress else None
+    try:
+        records = workbench.sweep(runs, directory / "results.jsonl", jobs, ray, bar)
+    finally:
+        if bar:
+            bar.close()
+    if out is not None and figures and records:
+        from .figures import profile_figure, trace_figures
+
+        trace_figures(records, directory / "traces")
+        profile_figure(records, directory / "profile.png")
+    return records
