@@ -327,7 +327,10 @@ def default_plan(model: Model, workers: int = 2) -> list[str]:
     # variables, P: 198). Its two workers price memory two ways: multipliers
     # per point (with the bounds) and weights per term (the better S solutions).
     elif model.nv >= LAGRANGE_ONLY_VARIABLES:
-        cycle = ["lagrange", "lagrange-terms"]
+        # beyond two workers: a local search that keeps polishing the best of all
+        # (it adopts what the others find), then more term-priced loops, which
+        # found the better basins on S (their relaxed solutions differ by seed)
+        cycle = ["lagrange", "lagrange-terms", "local", "lagrange-terms"]
     else:
         cycle = ["lagrange", "local", "lagrange-terms", "local"]
     return [cycle[k % len(cycle)] for k in range(max(1, workers))]

@@ -328,3 +328,20 @@ def test_highs_streams_improving_solutions_as_it_finds_them(tmp_path):
     assert result.status is Status.OPTIMAL and costs[-1] == result.lower_bound
     assert len(costs) >= 3 and costs == sorted(costs, reverse=True)
     assert all(model.fits(x) for x in found.solutions)
+
+
+def test_default_plan_gives_every_worker_a_backend():
+    from types import SimpleNamespace
+
+    from maxshard.orchestrate import FINAL_POLISH, default_plan, default_stages
+
+    large = SimpleNamespace(base=np.zeros(5000), nv=5000)
+    few_vars = SimpleNamespace(base=np.zeros(5000), nv=300)
+    small = SimpleNamespace(base=np.zeros(400), nv=300)
+    assert default_plan(large, 2) == ["lagrange", "lagrange-terms"]  # as measured on 2 cores
+    assert default_plan(large, 8) == ["lagrange", "lagrange-terms", "local", "lagrange-terms"] * 2
+    assert default_plan(few_vars, 2) == ["lagrange", "local"]
+    assert default_plan(small, 1) == ["toulbar2"] and len(default_plan(small, 6)) == 6
+    stages = default_stages(large, 4)
+    assert stages[-1] == (["local"] * 4, FINAL_POLISH)
+    assert default_stages(small, 3) == [(default_plan(small, 3), 1.0)]
