@@ -38,7 +38,6 @@ feasible region). Each better bound is reported as soon as it is found.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
@@ -46,7 +45,7 @@ import time
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status, shared_best
+from ..backend import Capabilities, Report, Result, Status
 from ..bound import Diffusion
 from ..instance import FORBIDDEN
 from ..model import Model
@@ -77,13 +76,10 @@ class Lagrange:
     repair_seconds = 2.0
     #: min-sum diffusion per round for the lower bound
     bound_seconds = 1.0
-    #: start each round's relinking and polish from the best solution of all
-    #: workers (see :func:`~maxshard.backend.shared_best`) when it is cheaper
-    share = False
-    #: seconds of memory-free local search on each relaxed solution (0: none)
-    relax_polish = 0.0
-    #: seconds of iterated local search on each repaired relaxed solution
-    candidate_seconds = 0.0
+    # Tried and left out (S, 120-240 s, 3-4 seeds each): restarting each round
+    # from the best of all workers (shared_best), 2 s of memory-free local search
+    # on each relaxed solution, 6 s of local search on each repaired one; none
+    # beat the spread between seeds.
 
     def solve(
         self,
@@ -118,13 +114,8 @@ class Lagrange:
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
-            other = shared_best(report) if self.share else None
-            if other is not None and model.cost(other) < best_cost and model.fits(other):
-                best_x, best_cost = other, model.cost(other)
             raw = prices.penalties()
             x_r, proved = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
-            if x_r is not None and not proved and self.relax_polish > 0:
-                x_r = polish_relaxed(model, whole(raw), x_r, self.relax_polish, seed + rounds)
             end = min(deadline, time.monotonic() + self.bound_seconds)
             if improve_bound(prices.bound(raw, x_r if proved else None, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
@@ -166,9 +157,6 @@ class Lagrange:
         search.reset(x_r)
         if repair(search, min(deadline, time.monotonic() + self.repair_seconds)):
             search.descend(deadline)
-            if self.candidate_seconds > 0:
-                end = min(deadline, time.monotonic() + self.candidate_seconds)
-                search.iterate(end, lambda _x: None, exchange_every=math.inf)
             found.append(search.x.copy())
         search.reset(best_x)
         relink(search, x_r)
@@ -339,21 +327,6 @@ def solve_penalised(
         return None, False
     proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
     return x, bool(proved) and x is not None
-
-
-def polish_relaxed(
-    model: Model, pen: np.ndarray, x: np.ndarray, seconds: float, seed: int
-) -> np.ndarray:
-    """``x`` improved by iterated local search on the penalised, memory-free problem."""
-    free = dataclasses.replace(
-        model, unary=np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen), limit=None
-    )
-    search = Search(free, seed)
-    search.reset(x)
-    end = time.monotonic() + seconds
-    search.descend(end)
-    search.iterate(end, lambda _x: None, exchange_every=math.inf)
-    return search.x.copy()
 
 
 def relax(
