@@ -19,7 +19,7 @@ import numpy as np
 from .instance import Instance
 
 # Any non-negative 64-bit integer, as the contest allows; sums are taken exactly
-# (evaluate.py) and memory is brought into a safe range by presolve (reduce.py).
+# (evaluate.py) and memory is brought into a safe range by presolve (reduce/work.py, memory_units).
 Value = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 

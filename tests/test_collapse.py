@@ -1,11 +1,11 @@
-"""The bulk collapse of functional edges (maxshard.collapse)."""
+"""The bulk collapse of functional edges (maxshard.reduce.collapse)."""
 
 import numpy as np
 
-from maxshard.collapse import collapse, saturating_sum
 from maxshard.instance import FORBIDDEN
 from maxshard.reader import read_instance
 from maxshard.reduce import forbidden_free_values
+from maxshard.reduce.collapse import collapse, saturating_sum
 
 from .conftest import write_problem
 

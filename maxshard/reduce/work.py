@@ -1,51 +1,21 @@
-"""Presolve: shrink an instance into a :class:`~maxshard.model.Model`.
+"""The editable form presolve works on, and what every pass shares.
 
-The passes work on :class:`Work`, an editable per-variable form, and run to a
-fixpoint; :meth:`Work.to_model` then packs the result into flat arrays. Every
-pass keeps this invariant: for every solution ``x`` of the reduced model with
-no forbidden pick, ``evaluate(reconstruct(x)).cost == model.cost(x)``, and the
-best clean solution of the original survives.
-
-Passes
-------
-* time compression (in :func:`~maxshard.model.kept_points`): memory is checked
-  only where the live set is maximal;
-* parallel, reversed and self edges are merged on reading (costs add);
-* ``normalize_memory``: each term's minimum usage moves into the fixed load;
-* ``prune_memory``: values whose extra usage cannot fit over the fixed load;
-* ``prune_forbidden``: arc consistency on forbidden (10^18) costs (the first
-  sweep vectorised over all table entries: :func:`forbidden_free_values`);
-* ``fold_fixed``: single-value variables become constants;
-* ``fold_isolated``: a variable with no edge and no memory term takes its
-  cheapest value;
-* ``fold_leaves``: a variable with one neighbour and no memory term is folded
-  into the neighbour, taking its best value for each of the neighbour's;
-* ``eliminate_degree2``: a variable with two neighbours and no memory term is
-  replaced by a table between them (recorded for reconstruction);
-* ``merge_functional``: where an edge's allowed pairs make ``v`` a function of
-  ``u``, ``v`` is folded into ``u`` (its costs, edges and memory terms move);
-* ``fold_separable``: tables that are a sum of a row and a column term become
-  unary costs;
-
-and, once those reach a fixpoint (they cost more, and profit from it):
-
-* ``prune_points``: a time point whose check is implied by another point's
-  (inside all its memory terms, at least its fixed load) is dropped;
-* ``prune_dominated``: a value no better than another value of its variable
-  anywhere (cost, usage, every table row) is dropped.
+:class:`Work` holds the model being reduced as per-variable arrays (values'
+unary costs, memory terms, the nodes folded into each variable and how they
+follow its value) and a dict of edge tables. Passes (the other modules of this
+package) change it only through its primitive edits (``restrict``, ``fold``,
+``fix``, ``add_table``, ``drop_edge``, ``kill``), which keep the bookkeeping
+right: which variables changed (the next round looks only at those), which
+tables arc consistency must look at again, and how each original node's
+strategy follows. :meth:`Work.to_model` packs the result into flat arrays.
 """
 
 from __future__ import annotations
 
-import heapq
-import time
-from collections.abc import Callable
-
 import numpy as np
 
-from .collapse import collapse, cross_tables
-from .instance import FORBIDDEN, Instance
-from .model import (
+from ..instance import FORBIDDEN, Instance
+from ..model import (
     Elimination,
     Model,
     kept_points,
@@ -55,11 +25,7 @@ from .model import (
     split,
     table_slots,
 )
-
-#: Largest (left x middle x right) cost cube a degree-2 elimination builds.
-ELIMINATION_WORK = 4_000_000
-#: Largest pairwise comparison (values^2 x features) the dominance test makes.
-DOMINANCE_WORK = 4_000_000
+from .collapse import collapse, cross_tables
 
 
 class Infeasible(Exception):
@@ -236,7 +202,7 @@ class Work:
         for i in self.nodes_of[v]:
             self.node_map[i] = self.node_map[i][f]
         self.nodes_of[u].extend(self.nodes_of[v])
-        self._kill(v)
+        self.kill(v)
 
     def fix(self, v: int) -> None:
         """Remove single-value variable ``v``: its costs become constants."""
@@ -252,9 +218,9 @@ class Work:
         for i in self.nodes_of[v]:
             self.node_fixed[i] = self.node_map[i][0]
             self.node_map[i] = None
-        self._kill(v)
+        self.kill(v)
 
-    def _kill(self, v: int) -> None:
+    def kill(self, v: int) -> None:
         self.alive[v] = False
         self.terms[v] = []
         self.nodes_of[v] = []
@@ -290,244 +256,6 @@ class Work:
         usage = np.concatenate([t[2] for t in terms]) if terms else np.zeros(0, np.int64)
         return owners, lo, hi, off, usage
 
-    # --- passes ----------------------------------------------------------
-    def normalize_memory(self) -> int:
-        """Move each term's minimum usage into the fixed load; drop constant terms."""
-        owners, lo, hi, off, usage = self.flat_terms()
-        if not owners:
-            return 0
-        low = np.minimum.reduceat(usage, off[:-1])
-        usage = usage - np.repeat(low, np.diff(off))
-        constant = np.maximum.reduceat(usage, off[:-1]) == 0
-        diff = np.zeros(len(self.base) + 1, dtype=np.int64)
-        np.add.at(diff, lo, low)
-        np.add.at(diff, hi, -low)
-        self.base += np.cumsum(diff[:-1])
-        changed_terms = np.flatnonzero((low > 0) | constant)
-        rebuilt = {owners[k][0] for k in changed_terms}
-        for v in rebuilt:
-            self.terms[v] = []
-        for k, (v, _) in enumerate(owners):
-            if v in rebuilt and not constant[k]:
-                self.terms[v].append((int(lo[k]), int(hi[k]), usage[off[k] : off[k + 1]]))
-        if self.limit is not None and len(self.base) and self.base.max() > self.limit:
-            t = int(self.point_time[int(self.base.argmax())])
-            raise Infeasible(f"the minimum possible usage exceeds the limit at time {t}")
-        return len(changed_terms)
-
-    def prune_memory(self) -> int:
-        """Drop values whose extra usage exceeds the slack over the fixed load."""
-        if self.limit is None or not len(self.base):
-            return 0
-        owners, lo, hi, off, usage = self.flat_terms()
-        if not owners:
-            return 0
-        slack = np.append(self.limit - self.base, 0)
-        tightest = np.minimum.reduceat(slack, np.column_stack([lo, hi]).ravel())[::2]
-        bad = usage > np.repeat(tightest, np.diff(off))
-        if not bad.any():
-            return 0
-        drop: dict[int, np.ndarray] = {}
-        for k in np.unique(np.searchsorted(off, np.flatnonzero(bad), side="right") - 1):
-            v = owners[k][0]
-            none = np.zeros(len(self.unary[v]), dtype=bool)
-            drop[v] = drop.get(v, none) | bad[off[k] : off[k + 1]]
-        for v, mask in drop.items():
-            if mask.all():
-                raise Infeasible(f"no strategy of node {self.nodes_of[v][0]} fits in memory")
-            self.restrict(v, ~mask)
-        return int(bad.sum())
-
-    def prune_forbidden(self) -> int:
-        """Arc consistency: drop values that force a forbidden cost.
-
-        Only tables queued since the last sweep are looked at: new or merged
-        ones and those whose other side lost values."""
-        removed = 0
-        unary, self.ac_unary = self.ac_unary, set()
-        for v in unary:
-            keep = self.unary[v] < FORBIDDEN
-            if self.alive[v] and not keep.all():
-                removed += self._keep(v, keep)
-        while self.ac_queue:
-            key = self.ac_queue.pop()
-            t = self.tables.get(key)
-            if t is None:
-                continue
-            allowed = t < FORBIDDEN
-            rows, cols = allowed.any(axis=1), allowed.any(axis=0)
-            if not rows.all():
-                removed += self._keep(key[0], rows)
-            if not cols.all():
-                removed += self._keep(key[1], cols)
-        return removed
-
-    def _keep(self, v: int, keep: np.ndarray) -> int:
-        if not keep.any():
-            node = self.nodes_of[v][0]
-            raise NoCleanSolution(f"node {node} has no value without a forbidden cost")
-        self.restrict(v, keep)
-        return int((~keep).sum())
-
-    def prune_dominated(self) -> int:
-        """Drop value ``b`` when another value ``a`` is no worse anywhere: unary
-        cost, usage in every memory term and every entry of every incident
-        table. Switching ``b`` to ``a`` then never costs more nor uses more
-        memory (equal values: the first is kept)."""
-        removed = 0
-        queue, self.unchecked = self.unchecked, set()
-        for v in queue:
-            d = len(self.unary[v])
-            if not self.alive[v] or d < 2:
-                continue
-            parts = [self.unary[v][:, None]] + [use[:, None] for _, _, use in self.terms[v]]
-            parts += [self.table(v, w) for w in self.nbrs[v]]
-            if d * d * sum(p.shape[1] for p in parts) > DOMINANCE_WORK:
-                continue
-            features = np.hstack(parts)
-            no_worse = (features[:, None, :] <= features[None, :, :]).all(axis=2)  # [a, b]
-            first = np.arange(d)[:, None] < np.arange(d)[None, :]
-            beats = no_worse & (~no_worse.T | first)
-            np.fill_diagonal(beats, False)
-            dominated = beats.any(axis=0)
-            if dominated.any():
-                removed += int(dominated.sum())
-                self.restrict(v, ~dominated)
-        return removed
-
-    def prune_points(self) -> int:
-        """Drop time point ``p`` when another point ``q`` lies inside every memory
-        term covering ``p`` and has at least its fixed load: the check at ``q``
-        implies the one at ``p``. Ties go to the later point, so every dropped
-        point has a kept dominator."""
-        npts = len(self.base)
-        if self.limit is None or npts < 2:
-            return 0
-        for v in self.live_vars():  # one term per stretch of constant usage
-            self.terms[v] = _profile(self.terms[v])
-        owners, lo, hi, off, usage = self.flat_terms()
-        first, last = _covering_range(lo, hi, npts)
-        rank = np.empty(npts, dtype=np.int64)
-        rank[np.lexsort((np.arange(npts), self.base))] = np.arange(npts)
-        dropped = _range_max(rank, first, last) > rank
-        if not dropped.any():
-            return 0
-        before = offsets((~dropped).astype(np.int64))  # kept points before each point
-        self.point_time = self.point_time[~dropped]
-        self.base = self.base[~dropped]
-        new_lo, new_hi = before[lo], before[hi]
-        for v, _ in owners:
-            self.terms[v] = []
-        for k, (v, _) in enumerate(owners):
-            if new_lo[k] < new_hi[k]:
-                self.terms[v].append((int(new_lo[k]), int(new_hi[k]), usage[off[k] : off[k + 1]]))
-        return int(dropped.sum())
-
-    def fold_fixed(self) -> int:
-        fixed = [v for v in self.live_vars() if len(self.unary[v]) == 1]
-        for v in fixed:
-            self.fix(v)
-        return len(fixed)
-
-    def fold_isolated(self) -> int:
-        """A variable with no edge and no memory term simply takes its cheapest value."""
-        isolated = [v for v in self.live_vars() if not self.nbrs[v] and not self.terms[v]]
-        for v in isolated:
-            keep = np.zeros(len(self.unary[v]), dtype=bool)
-            keep[int(np.argmin(self.unary[v]))] = True
-            self.restrict(v, keep)
-            self.fix(v)
-        return len(isolated)
-
-    def fold_leaves(self) -> int:
-        """Eliminate a variable with one neighbour and no memory term: for each value
-        of the neighbour its best value is known, so it is a function of it."""
-        folded = 0
-        for v in self.touched():
-            if not self.alive[v] or self.terms[v] or len(self.nbrs[v]) != 1:
-                continue
-            (u,) = self.nbrs[v]
-            through = self.table(u, v) + self.unary[v][None, :]  # rows: values of u
-            self.fold(v, u, np.argmin(through, axis=1))
-            folded += 1
-        return folded
-
-    def eliminate_degree2(self) -> int:
-        """Eliminate a variable with two neighbours and no memory term: the table
-        between the neighbours gets, for each pair of their values, the best
-        cost through it (PBQP's R2 reduction)."""
-        eliminated = 0
-        for v in self.touched():
-            if not self.alive[v] or self.terms[v] or len(self.nbrs[v]) != 2:
-                continue
-            u, w = sorted(self.nbrs[v])
-            left, right = self.table(u, v), self.table(v, w)
-            if left.shape[0] * left.shape[1] * right.shape[1] > ELIMINATION_WORK:
-                continue
-            through = left[:, :, None] + self.unary[v][None, :, None] + right[None, :, :]
-            choice = through.argmin(axis=1)  # [value of u, value of w]
-            best = saturate(np.take_along_axis(through, choice[:, None, :], axis=1)[:, 0, :])
-            nodes = self.nodes_of[v]
-            self.eliminations.append(
-                Elimination(
-                    nodes=np.array(nodes, dtype=np.int64),
-                    maps=np.array([self.node_map[i] for i in nodes], dtype=np.int64),
-                    left=self._virtual_node(u),
-                    right=self._virtual_node(w),
-                    choice=choice,
-                )
-            )
-            for i in nodes:
-                self.node_map[i] = None
-            self.drop_edge(u, v)
-            self.drop_edge(v, w)
-            self.add_table(u, w, best)
-            self._kill(v)
-            eliminated += 1
-        return eliminated
-
-    def _virtual_node(self, v: int) -> int:
-        """A new node that follows ``v``'s current value through later folds."""
-        i = len(self.node_map)
-        self.node_map.append(np.arange(len(self.unary[v])))
-        self.node_fixed = np.append(self.node_fixed, -1)
-        self.nodes_of[v].append(i)
-        return i
-
-    def merge_functional(self) -> int:
-        merged = 0
-        for u, v in self.touched_edges():
-            if (u, v) not in self.tables:
-                continue
-            allowed = self.tables[(u, v)] < FORBIDDEN
-            rows, cols = allowed.shape
-            count = np.count_nonzero(allowed)  # a cheap filter before the exact test
-            if count == rows and (allowed.sum(axis=1) == 1).all():
-                self.fold(v, u, allowed.argmax(axis=1))
-            elif count == cols and (allowed.sum(axis=0) == 1).all():
-                self.fold(u, v, allowed.argmax(axis=0))
-            else:
-                continue
-            merged += 1
-        return merged
-
-    def fold_separable(self) -> int:
-        """Fold tables of the form row[a] + col[b] (all-zero ones included) into unaries."""
-        folded = 0
-        for u, v in self.touched_edges():
-            t = self.tables.get((u, v))
-            if t is None or (t.shape[0] > 1 and t[0, 0] + t[-1, -1] != t[0, -1] + t[-1, 0]):
-                continue  # a 2x2 minor already shows it is not separable
-            if t.max() >= FORBIDDEN:
-                continue
-            row, col = t[:, 0], t[0, :] - t[0, 0]
-            if np.array_equal(t, row[:, None] + col[None, :]):
-                self.unary[u] = saturate(self.unary[u] + row)
-                self.unary[v] = saturate(self.unary[v] + col)
-                self.drop_edge(u, v)
-                folded += 1
-        return folded
-
     # --- packing -----------------------------------------------------------
     def stats(self) -> dict[str, int]:
         live = self.live_vars()
@@ -547,7 +275,7 @@ class Work:
         dom = np.array([len(self.unary[v]) for v in live], dtype=np.int64)
         keys = sorted(self.tables, key=lambda k: (index[k[0]], index[k[1]]))
         tables = [self.tables[k] for k in keys]
-        terms = [(index[v], lo, hi, use) for v in live for lo, hi, use in _profile(self.terms[v])]
+        terms = [(index[v], lo, hi, use) for v in live for lo, hi, use in profile(self.terms[v])]
         n = len(self.node_fixed)
         node_var = np.full(n, -1, dtype=np.int64)
         maps = []
@@ -669,46 +397,7 @@ def _saturated(a: np.ndarray) -> np.ndarray:
     return a if not len(a) or a.max() <= FORBIDDEN else saturate(a)
 
 
-def _covering_range(lo: np.ndarray, hi: np.ndarray, npts: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each point, the intersection ``[first, last)`` of the ranges covering it
-    (all points when none does), by one sweep with two lazy heaps."""
-    first = np.zeros(npts, dtype=np.int64)
-    last = np.full(npts, npts, dtype=np.int64)
-    order = np.argsort(lo, kind="stable").tolist()
-    lo_list, hi_list = lo.tolist(), hi.tolist()
-    starts: list[tuple[int, int]] = []  # (-lo, hi) of open ranges
-    ends: list[int] = []
-    k = 0
-    for p in range(npts):
-        while k < len(order) and lo_list[order[k]] <= p:
-            t = order[k]
-            heapq.heappush(starts, (-lo_list[t], hi_list[t]))
-            heapq.heappush(ends, hi_list[t])
-            k += 1
-        while starts and starts[0][1] <= p:
-            heapq.heappop(starts)
-        while ends and ends[0] <= p:
-            heapq.heappop(ends)
-        if starts:
-            first[p], last[p] = -starts[0][0], ends[0]
-    return first, last
-
-
-def _range_max(a: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """``max(a[first[i]:last[i]])`` for every i (non-empty ranges), by a sparse table."""
-    levels = [a]
-    while 2 ** len(levels) <= len(a):
-        prev, step = levels[-1], 2 ** (len(levels) - 1)
-        levels.append(np.maximum(prev[:-step], prev[step:]))
-    k = np.floor(np.log2(last - first)).astype(np.int64)
-    out = np.empty(len(first), dtype=a.dtype)
-    for j in np.unique(k):
-        sel = k == j
-        out[sel] = np.maximum(levels[j][first[sel]], levels[j][last[sel] - 2**j])
-    return out
-
-
-def _profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
+def profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
     """One variable's terms as non-overlapping ranges, so each point counts a value once."""
     if all(a[1] <= b[0] for a, b in zip(terms, terms[1:], strict=False)):
         return terms  # already sorted and disjoint
@@ -732,66 +421,3 @@ def _profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, n
 
 def _concat(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, dtype=np.int64)
-
-
-PassLog = Callable[[str, dict[str, int], float], None]
-
-#: The passes in the order they are repeated until none changes anything.
-CLEAN_PASSES = ("prune_forbidden", "merge_functional")
-PASSES = (
-    "normalize_memory",
-    "prune_memory",
-    "prune_forbidden",
-    "fold_fixed",
-    "fold_isolated",
-    "fold_leaves",
-    "eliminate_degree2",
-    "merge_functional",
-    "fold_separable",
-)
-#: Slower passes, run when the others have reached a fixpoint.
-LATE_PASSES = ("prune_points", "prune_dominated")
-
-
-def reduce(
-    inst: Instance, log: PassLog | None = None, max_rounds: int = 200, passes: bool = True
-) -> Model:
-    """Presolve ``inst``; ``log(pass, stats, seconds)`` is called after every pass.
-
-    Raises :class:`Infeasible` when no assignment fits in memory. If no
-    assignment that fits avoids forbidden costs, the passes that assume one
-    exists are skipped and the model keeps the forbidden values. With
-    ``passes=False`` only time compression and edge merging happen (one
-    variable per node), for comparisons.
-    """
-    if not passes:
-        return _run(inst, (), log, 0)
-    try:
-        return _run(inst, PASSES, log, max_rounds)
-    except (NoCleanSolution, Infeasible):
-        plain = tuple(p for p in PASSES if p not in CLEAN_PASSES)
-        return _run(inst, plain, log, max_rounds)
-
-
-def _run(inst: Instance, passes: tuple[str, ...], log: PassLog | None, max_rounds: int) -> Model:
-    start = time.perf_counter()
-    work = Work(inst, clean="prune_forbidden" in passes)
-    if log:
-        log("read", work.stats(), time.perf_counter() - start)
-    for _ in range(max_rounds):
-        work.next_round()
-        late = LATE_PASSES if passes else ()
-        if not _run_passes(work, passes, log) and not _run_passes(work, late, log):
-            break
-    return work.to_model()
-
-
-def _run_passes(work: Work, passes: tuple[str, ...], log: PassLog | None) -> int:
-    changed = 0
-    for name in passes:
-        start = time.perf_counter()
-        changes = getattr(work, name)()
-        changed += changes
-        if log and changes:
-            log(name, work.stats(), time.perf_counter() - start)
-    return changed
