@@ -413,7 +413,8 @@ def compare_cmd(
     Each run is one backend on one presolved instance for TIMEOUT seconds, every
     solution re-costed by the evaluator; its anytime trace (time, cost, bound)
     goes to OUT/results.jsonl. Prints per instance and backend: best cost, runs
-    proved, time to best and to proof, final gap and primal integral; draws
+    proved, time to best and to proof, final gap and primal integral, then per
+    backend over the sweep (answered, best found, proved, primal integral); draws
     OUT/traces/<instance>.png (cost and bound over time) and OUT/profile.png
     (performance profile).
     """
@@ -437,6 +438,7 @@ def compare_cmd(
     except (UsageError, ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(str(exc))
     typer.echo(workbench.markdown(workbench.summary(records)))
+    typer.echo("\n" + workbench.markdown(workbench.totals(records)))
     typer.echo(f"\n# {len(records)} runs in {directory / 'results.jsonl'}")
     if figures and records:
         typer.echo(f"# figures: {directory / 'traces'}/*.png, {directory / 'profile.png'}")

@@ -17,6 +17,7 @@ runs proved optimal, time to best, time to proof, final gap and the *primal
 integral*: the integral over the run of the primal gap ``(c(t) - c*) /
 max(c(t), c*)`` (1 before the first solution), ``c*`` the best cost any run
 found on the instance, in seconds (Berthold 2013): small is good and fast.
+:func:`totals` sums the same per backend over the whole sweep.
 """
 
 from __future__ import annotations
@@ -326,6 +327,35 @@ def summary(records: list[Record]) -> list[dict]:
                     statistics.mean(primal_integral(r, ref.get(instance)) for r in runs), 2
                 ),
                 "errors": sum(r.get("status") == "error" for r in runs),
+            }
+        )
+    return rows
+
+
+def totals(records: list[Record]) -> list[dict]:
+    """One row per backend over the whole sweep: instances where it found an
+    answer, where it found the best cost of any run, where it proved optimality
+    (runs proved of runs made), and its mean primal integral."""
+    ref = reference_costs(records)
+    rows = []
+    for b in sorted({r["backend"] for r in records}):
+        runs = [r for r in records if r["backend"] == b]
+        by_instance: dict[str, list[Record]] = {}
+        for r in runs:
+            by_instance.setdefault(r["instance"], []).append(r)
+        costs = {
+            i: [r["cost"] for r in rs if r.get("cost") is not None] for i, rs in by_instance.items()
+        }
+        rows.append(
+            {
+                "backend": b,
+                "instances": len(by_instance),
+                "answered": sum(bool(c) for c in costs.values()),
+                "best_found": sum(bool(c) and min(c) == ref.get(i) for i, c in costs.items()),
+                "proved_runs": f"{sum(r.get('status') == 'optimal' for r in runs)}/{len(runs)}",
+                "mean_primal_integral_s": round(
+                    statistics.mean(primal_integral(r, ref.get(r["instance"])) for r in runs), 2
+                ),
             }
         )
     return rows

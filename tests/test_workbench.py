@@ -81,6 +81,13 @@ def test_summary_measures_on_a_known_trace():
     other = dict(record, backend="c", cost=150, trace=[[1.0, 150, None]])
     profile = workbench.performance_profile([record, other], [1.0, 1.5])
     assert profile == {"b": [1.0, 1.0], "c": [0.0, 1.0]}
+    proved = dict(record, instance="j", status="optimal", proved_at=6.0)
+    lost = dict(other, instance="j", cost=None, trace=[])
+    totals = {row["backend"]: row for row in workbench.totals([record, other, proved, lost])}
+    assert totals["b"]["answered"] == 2 and totals["b"]["best_found"] == 2
+    assert totals["b"]["proved_runs"] == "1/2"
+    assert totals["c"]["answered"] == 1 and totals["c"]["best_found"] == 0
+    assert totals["c"]["mean_primal_integral_s"] == pytest.approx((1 * 1.0 + 9 / 3 + 10) / 2)
 
 
 def test_figures_are_drawn(tmp_path, two_instances):

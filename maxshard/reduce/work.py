@@ -380,7 +380,7 @@ def lexicographic_cost(inst: Instance) -> int:
     contest's optimum. Otherwise (huge instances) forbidden picks stay saturated
     at 10**18: still avoided first, but the rest is no longer ranked exactly.
     """
-    from .evaluate import exact_sum
+    from ..evaluate import exact_sum
 
     def most(values: np.ndarray, off: np.ndarray) -> np.ndarray:
         clean = np.where(values < FORBIDDEN, values, 0)
