@@ -1,8 +1,10 @@
 """Figures of a sweep (matplotlib, PNG): anytime traces and a performance profile.
 
 * ``traces/<instance>.png``: cost and lower bound over time, one colour per
-  backend (solid: the best cost so far, dashed: the best bound so far), a log
-  time axis, every seed drawn (thin);
+  backend (solid: the best cost so far, dashed: the best bound so far), both
+  divided by the best cost any run found on the instance, log axes (so costs
+  far off and bounds close below stay on one readable chart), every seed drawn
+  (the first thick, the others thin);
 * ``profile.png``: the performance profile over the whole sweep: for each
   backend, the share of (instance, seed) pairs on which its cost is within a
   factor tau of the best cost any backend reached there.
@@ -57,11 +59,18 @@ def trace_figures(records: list[Record], out: Path) -> list[Path]:
     for instance in sorted({r["instance"] for r in records}):
         runs = [r for r in records if r["instance"] == instance]
         fig, ax = plt.subplots(figsize=(7, 4.2))
+        best = ref.get(instance)
+        scale = float(best) if best else 1.0  # costs relative to the best found
+        shown: list[float] = []
         for r in runs:
             horizon = float(r["timeout"])
             for column, style in ((1, "-"), (2, "--")):
                 xs, ys = _steps(r.get("trace", []), horizon, column)
+                ys = [y / scale for y in ys]
+                keep = [k for k, y in enumerate(ys) if y > 0]  # a log axis: no zero bounds
+                xs, ys = [xs[k] for k in keep], [ys[k] for k in keep]
                 if xs:
+                    shown += ys
                     label = r["backend"] + (" bound" if column == 2 else "")
                     first = r["seed"] == min(
                         x["seed"] for x in runs if x["backend"] == r["backend"]
@@ -74,15 +83,18 @@ def trace_figures(records: list[Record], out: Path) -> list[Path]:
                         linewidth=1.4 if first else 0.7,
                         label=label if first else None,
                     )
-        best = ref.get(instance)
-        if best is not None and best > 0:
-            ax.set_ylim(best * 0.9, best * 1.35)  # the interesting band around the best
+        ax.set_yscale("log")
+        if shown:
+            ax.set_ylim(max(min(shown), 1e-3) / 1.05, min(max(shown), 1e3) * 1.05)
         ax.set_xscale("log")
         ax.set_xlabel("seconds since the backend started")
-        ax.set_ylabel("cost (solid) and lower bound (dashed)")
-        ax.set_title(instance)
+        ax.set_ylabel(
+            "cost (solid), bound (dashed) / best found" if best else "cost (solid), bound (dashed)"
+        )
+        ax.set_title(instance if shown else f"{instance}: every cost and bound is 0")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        if shown:
+            ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
         path = out / f"{instance}.png"
         fig.savefig(path, dpi=110)
