@@ -83,9 +83,9 @@ def trace_figures(records: list[Record], out: Path) -> list[Path]:
                         linewidth=1.4 if first else 0.7,
                         label=label if first else None,
                     )
-        ax.set_yscale("log")
-        if shown:
+        if shown:  # limits first: a flat trace would leave log scaling a zero span
             ax.set_ylim(max(min(shown), 1e-3) / 1.05, min(max(shown), 1e3) * 1.05)
+        ax.set_yscale("log")
         ax.set_xscale("log")
         ax.set_xlabel("seconds since the backend started")
         ax.set_ylabel(

@@ -203,7 +203,9 @@ def _sweep_ray(todo: list[Run], address: str, finished, tick) -> None:
     data = {path: ray.put(Path(path).read_bytes()) for path in {r.path for r in todo}}
     pending = {remote.remote(run, data[run.path]): run for run in todo}
     while pending:
-        tick(len(pending))
+        # Ray queues every task at once; at most one per cluster CPU runs
+        slots = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        tick(min(len(pending), slots))
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             run = pending.pop(ref)
