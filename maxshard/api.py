@@ -101,13 +101,9 @@ def compare(
     import tempfile
 
     from . import workbench
-    from .backend import available
+    from .backend import check_names
 
-    unknown = [b for b in backends if b not in available()]
-    if unknown:
-        raise ValueError(
-            f"unknown backend {unknown[0]!r} (known: {', '.join(sorted(available()))})"
-        )
+    check_names(backends)
     paths = [Path(p) for p in problems]
     missing = [p for p in paths if not p.exists()]
     if missing:

@@ -23,6 +23,7 @@ third-party plugin would::
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
@@ -84,7 +85,7 @@ def shared_best(report: Report) -> np.ndarray | None:
     return best() if callable(best) else None
 
 
-class BackendError(Exception):
+class BackendError(ValueError):
     """A backend that cannot be loaded or used."""
 
 
@@ -93,12 +94,24 @@ def available() -> dict[str, object]:
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 
+def _unknown(name: str, eps: dict) -> BackendError:
+    known = ", ".join(sorted(eps)) or "none"
+    return BackendError(f"unknown backend {name!r} (known: {known})")
+
+
+def check_names(names: Iterable[str]) -> None:
+    """Raise BackendError naming the first of ``names`` that is not registered."""
+    eps = available()
+    for name in names:
+        if name not in eps:
+            raise _unknown(name, eps)
+
+
 def load(name: str) -> Backend:
     """Import and instantiate backend ``name``; BackendError says why not."""
     eps = available()
     if name not in eps:
-        known = ", ".join(sorted(eps)) or "none"
-        raise BackendError(f"unknown backend {name!r} (known: {known})")
+        raise _unknown(name, eps)
     try:
         backend = eps[name].load()()
     except Exception as exc:  # a broken plugin must never take the solver down

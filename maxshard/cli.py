@@ -98,12 +98,12 @@ def peak_rss_mb() -> float:
 
 
 def _check_backends(names: list[str] | None) -> None:
-    from .backend import available
+    from .backend import BackendError, check_names
 
-    known = available()
-    for name in names or []:
-        if name not in known:
-            raise UsageError(f"unknown backend {name!r} (known: {', '.join(sorted(known))})")
+    try:
+        check_names(names or [])
+    except BackendError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def env_workers() -> int | None:
@@ -352,9 +352,8 @@ def generate_cmd(
     its usage limit as tight as the source's (same ratio to the all-minimum-usage
     peak). With --from BENCH --tile K: K copies in time, optimum K x the source's.
     """
-    import gzip
 
-    from .generate import cut, generate, to_problem
+    from .generate import cut, generate, to_problem, write_problem
     from .generate import tile as tiled
 
     if source is None:
@@ -374,8 +373,7 @@ def generate_cmd(
         except (InputError, ValueError) as exc:
             _fail(str(exc))
         problem = to_problem(inst, name)
-    data = msgspec.json.encode(problem)
-    out.write_bytes(gzip.compress(data, 6) if out.suffix == ".gz" else data)
+    write_problem(problem, out)
 
 
 @app.command("compare")
@@ -419,6 +417,7 @@ def compare_cmd(
     (performance profile).
     """
     import glob
+    import tempfile
 
     from . import api, workbench
 
@@ -430,8 +429,8 @@ def compare_cmd(
         paths += matched
     names = backend or sorted(_available())
     try:
-        _check_backends(names)
-        directory = out or Path(__import__("tempfile").mkdtemp(prefix="maxshard-compare-"))
+        _check_backends(names)  # before making a directory for nothing
+        directory = out or Path(tempfile.mkdtemp(prefix="maxshard-compare-"))
         records = api.compare(
             paths, names, timeout, seeds, directory, jobs, ray, figures, progress=True
         )

@@ -16,8 +16,11 @@ the edges allow, for each value of one end, a single value of the other.
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import replace
+from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from .instance import FORBIDDEN, Instance
@@ -84,6 +87,12 @@ def _peaks(intervals: list[list[int]], usages: list[list[int]]) -> tuple[int, in
         low[lo:hi] += min(u)
         high[lo:hi] += max(u)
     return int(low.max()), int(high.max())
+
+
+def write_problem(problem: dict, path: Path) -> None:
+    """Write a contest JSON problem, gzipped when ``path`` ends in ``.gz``."""
+    data = msgspec.json.encode(problem)
+    path.write_bytes(gzip.compress(data, 6) if path.suffix == ".gz" else data)
 
 
 def to_problem(inst: Instance, name: str) -> dict:

@@ -29,11 +29,7 @@ def suite_name(letter: str, nodes: int | None, seed: int) -> str:
 def make_suite(bench_dir: Path, out: Path, log=print) -> list[Path]:
     """Write the suite's instances to ``out`` (gzipped JSON); returns their paths.
     Files already there are kept (the cuts are deterministic)."""
-    import gzip
-
-    import msgspec
-
-    from .generate import cut, to_problem
+    from .generate import cut, to_problem, write_problem
     from .reader import read_instance
 
     out.mkdir(parents=True, exist_ok=True)
@@ -47,6 +43,6 @@ def make_suite(bench_dir: Path, out: Path, log=print) -> list[Path]:
         if letter not in sources:
             sources[letter] = read_instance(bench_dir / f"asplos-2025-iopddl-{letter}.json.gz")
         inst = sources[letter] if nodes is None else cut(sources[letter], nodes, seed)
-        path.write_bytes(gzip.compress(msgspec.json.encode(to_problem(inst, name)), 6))
+        write_problem(to_problem(inst, name), path)
         log(f"# wrote {path} ({inst.n} nodes, {inst.m} edges)")
     return paths

@@ -23,7 +23,6 @@ found on the instance, in seconds (Berthold 2013): small is good and fast.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -157,15 +156,10 @@ def sweep(
         if ray_address is not None:
             _sweep_ray(todo, ray_address, finished, tick)
         else:
-            _sweep_local(todo, jobs or _cores(), finished, tick)
+            from .orchestrate import available_cores
+
+            _sweep_local(todo, jobs or available_cores(), finished, tick)
     return [have[r.key] for r in runs if r.key in have]
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
 
 
 def _sweep_local(todo: list[Run], jobs: int, finished, tick) -> None:

@@ -18,6 +18,28 @@ from .conftest import Recorder, contest_optimum, generated
 EXACT = ["rc2", "highs", "toulbar2"]
 
 
+def _solves_to_contest_optimum(inst, name, seed):
+    """Run exact backend ``name`` on ``inst`` and check its answer against brute
+    force: infeasible when nothing fits, else optimal at the contest's optimum
+    (fewest forbidden picks, then least cost). Returns (that optimum, the
+    result, the reports) when there is one, None otherwise."""
+    expected = contest_optimum(inst)
+    try:
+        model = reduce(inst)
+    except Infeasible:
+        assert expected is None
+        return None
+    found = Recorder()
+    result = backends.load(name).solve(model, time.monotonic() + 30, None, found, seed)
+    if expected is None:
+        assert result.status is Status.INFEASIBLE
+        return None
+    assert result.status is Status.OPTIMAL
+    ev = evaluate(inst, model.reconstruct(result.solution))
+    assert ev.feasible and (ev.forbidden, ev.cost) == expected
+    return expected, result, found
+
+
 @pytest.mark.parametrize("name", EXACT)
 @pytest.mark.parametrize("seed", range(16))
 def test_exact_backend_matches_brute_force(tmp_path, name, seed):
@@ -25,20 +47,10 @@ def test_exact_backend_matches_brute_force(tmp_path, name, seed):
     fewest of them, then the least cost)."""
     tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
     inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
-    expected = contest_optimum(inst)
-    try:
-        model = reduce(inst)
-    except Infeasible:
-        assert expected is None
+    solved = _solves_to_contest_optimum(inst, name, seed)
+    if solved is None:
         return
-    found = Recorder()
-    result = backends.load(name).solve(model, time.monotonic() + 30, None, found, seed)
-    if expected is None:
-        assert result.status is Status.INFEASIBLE
-        return
-    assert result.status is Status.OPTIMAL
-    ev = evaluate(inst, model.reconstruct(result.solution))
-    assert ev.feasible and (ev.forbidden, ev.cost) == expected
+    expected, result, found = solved
     assert found.solutions and np.array_equal(found.solutions[-1], result.solution)
     if not expected[0]:  # clean: the model's cost is the contest's, and so are bounds
         assert result.lower_bound == expected[1]
@@ -364,13 +376,4 @@ def test_rc2_is_exact_when_cost_levels_and_memory_cuts_interact(tmp_path, seed):
     nodes = problem["problem"]["nodes"]
     nodes["costs"] = [[c * 10 ** int(rng.integers(0, 6)) for c in cs] for cs in nodes["costs"]]
     inst = read_instance(write_problem(tmp_path / "levels.json", problem))
-    expected = contest_optimum(inst)
-    try:
-        model = reduce(inst)
-    except Infeasible:
-        assert expected is None
-        return
-    result = backends.load("rc2").solve(model, time.monotonic() + 30, None, Recorder(), seed)
-    assert result.status is Status.OPTIMAL
-    ev = evaluate(inst, model.reconstruct(result.solution))
-    assert ev.feasible and (ev.forbidden, ev.cost) == expected
+    _solves_to_contest_optimum(inst, "rc2", seed)

@@ -25,8 +25,8 @@ memory). *Hardening*: a soft clause heavier than the gap between the upper
 bound and the current lower bound must hold in any better solution, so it
 becomes hard. The upper bound is the cheapest solution that *fits* (the
 incumbent, a level's model once repaired): a level's own model may overflow
-memory, so its cost bounds nothing (see ``_Stratified.finish_level``). Each core raises the
-lower bound; it is reported as it rises.
+memory, so its cost bounds nothing (see ``_Stratified.finish_level``). Each
+core raises the lower bound; it is reported as it rises.
 
 Memory is enforced lazily, by *cover cuts*: when the optimum of the clauses so
 far overflows at a kept point, take the live terms there by decreasing current
@@ -37,9 +37,10 @@ incrementally. Each cut removes only assignments that do not fit, so the first
 optimum that fits is optimal, and every optimum before it is a lower bound.
 
 Measured (this machine): with BLO ``cluster`` levels G is proved optimal in
-2.4 s; with ``div`` levels no level finished on G within 120 s, and
-``minz`` (core minimisation) took a 300-node cut of G from 0.9 s to 50 s, so
-it is off. Core exhaustion and trimming (5 rounds) are on.
+2.0-2.2 s (the suite sweep in the README). Before the hardening fix, ``div``
+levels finished no level on G within 120 s and ``minz`` (core minimisation)
+slowed a 300-node cut of G from 0.9 s to 50 s, so both are off (not measured
+again since). Core exhaustion and trimming (5 rounds) are on.
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ class _Stratified(RC2Stratified):
         and hardens a clause heavier than all lighter levels together; both assume
         every model of the hard clauses is a solution. Here memory arrives later as
         cuts, so a level's model may not fit: on cuts of M and S that hardening
-        excluded the optimum and RC2 "proved" costs up to 50% too high. ``ubnd``
+        excluded the optimum and RC2 "proved" costs up to 51% too high. ``ubnd``
         is kept at the cheapest fitting solution's cost (set by :meth:`RC2.solve`)."""
         model = self.oracle.get_model()
         if model is not None:
