@@ -14,6 +14,16 @@ Costs enter HiGHS as doubles: exact while below 2**53, far above real costs.
 Usages are divided by their greatest common divisor first. The answer is
 re-costed exactly by the caller; HiGHS's dual bound is rounded down to a safe
 integer before it is reported.
+
+Measured (this machine, one thread): G is proved in 2.7-3.3 s and every suite
+cut of 100-400 nodes in at most 7.3 s. V is out of reach: after presolve it
+keeps 684,253 table entries (695k columns, 31k rows), and its root LP is not
+solved in 150 s by dual simplex (60k iterations) nor by IPX (36 iterations),
+so HiGHS has no bound and only its feasibility-jump start. Smaller LPs did
+not get there either: column generation from each table's row and column
+minima took 60-165 s per restricted LP at 67k-127k columns; dropping entries
+that alone cost more than the optimum keeps 378k of them, reduced-cost fixing
+from 200 diffusion sweeps (bound 749,819) 303k.
 """
 
 from __future__ import annotations

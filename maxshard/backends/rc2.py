@@ -41,6 +41,16 @@ Measured (this machine): with BLO ``cluster`` levels G is proved optimal in
 levels finished no level on G within 120 s and ``minz`` (core minimisation)
 slowed a 300-node cut of G from 0.9 s to 50 s, so both are off (not measured
 again since). Core exhaustion and trimming (5 rounds) are on.
+
+Where memory binds, cover cuts converge slowly. A 300-node cut of G
+(``generate --from G --nodes 300 --seed 0``: 136 variables, 1,027 values after
+presolve) has its memory-free optimum at 1,023,224 (the diffusion bound
+reaches it) and its optimum at 1,039,337 (toulbar2, 0.3 s); rc2 closes that
+1.6% at about 400 cores in 30 s and ends at 1,029,736, or 1,032,276 after 60 s
+with the optimum given as incumbent (so hardening is not what is missing).
+Other settings at 30 s did no better: no trimming 1,028,788, no exhaustion
+1,028,688, Glucose 4 1,030,184, minz 1,027,358, BLO basic 1,026,430, full
+1,029,765.
 """
 
 from __future__ import annotations
