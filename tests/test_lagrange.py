@@ -121,6 +121,28 @@ def test_lagrangian_bound_never_exceeds_the_optimum(tmp_path, seed):
         assert bound <= best
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cut_short_relaxed_solve_still_bounds_the_optimum(tmp_path, monkeypatch, seed):
+    """When toulbar2 stops before proving, the bound comes from its search's
+    global lower bound, in toulbar2's units (no model offset): still below the optimum."""
+    from maxshard.backends import toulbar2
+
+    from .conftest import brute_force
+
+    inst, model = model_for(tmp_path, seed, nodes=7, forbidden=0.0, functional=0.0, tightness=0.1)
+    best, _ = brute_force(inst)
+    rng = np.random.default_rng(seed)
+    multipliers = [scale * rng.random(len(model.base)) for scale in (0.0, 0.5, 2.0)]
+    proved = [relax(model, lam, 5, seed)[1] for lam in multipliers]
+    real_run = toulbar2.run
+    monkeypatch.setattr(toulbar2, "run", lambda *a: (False, real_run(*a)[1]))
+    for lam, exact in zip(multipliers, proved, strict=True):
+        _, bound = relax(model, lam, 5, seed)
+        assert bound is not None and bound <= best
+        # the search did finish: its global bound is the optimum, in the same units
+        assert bound == exact
+
+
 def test_a_search_cut_short_proves_nothing():
     from maxshard.backends.toulbar2 import PROVED_EMPTY, PROVED_OPTIMAL, _forward
 

@@ -29,8 +29,9 @@ Each round:
 3. *update* the prices from where the relaxed solution overflows;
 4. *bound* (multipliers only): a second of min-sum diffusion on the penalised
    problem (:mod:`maxshard.bound`) gives a valid lower bound for the current
-   multipliers, whether or not toulbar2 proved anything; when toulbar2 proves
-   a relaxed solve optimal, its dual value is one too (see :func:`relax`).
+   multipliers; toulbar2's own bound on the relaxed solve gives another (its
+   optimum when proved, else the global bound its cut-short search reached;
+   see :func:`relax`).
 
 Every solution it reports fits in memory (the relinking never leaves the
 feasible region). Each better bound is reported as soon as it is found.
@@ -115,9 +116,9 @@ class Lagrange:
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
             raw = prices.penalties()
-            x_r, proved = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
+            x_r, relaxed = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
             end = min(deadline, time.monotonic() + self.bound_seconds)
-            if improve_bound(prices.bound(raw, x_r if proved else None, end)):
+            if improve_bound(prices.bound(raw, relaxed, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
             if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
                 # (A memory-free descent on the penalised costs was tried in its
@@ -212,6 +213,16 @@ class Multipliers:
     Polyak's step from the best cost and the relaxed value; the factor
     ``theta`` halves when the relaxed value stalls for three rounds and restarts
     at 1 once negligible; multipliers stay >= 0.
+
+    Tried and left out: Kelley's cutting planes in a trust region (the next
+    multipliers maximise the lowest of the planes ``cost(x_i) + lam . g_i`` of
+    all relaxed solutions so far, in a box around the best, an LP over the
+    points ever overloaded). Alone on V for 120 s it beat these steps (bound
+    1,365,269 against 1,336,172, best 1,632,051 against 1,724,180), but beside
+    toulbar2 in the default plan V's bound was no better (1,360,363 against
+    1,365,360), and on cuts of the suite at 20 s it won on S-2000, M-2000 and
+    V-600 and lost on U-2000 (160.2e6 against 164.0e6) and S-1000 (53.7e6
+    against 59.8e6): one run each, no clear winner.
     """
 
     def __init__(self, model: Model, theta: float = 1.0) -> None:
@@ -223,13 +234,13 @@ class Multipliers:
     def penalties(self) -> np.ndarray:
         return penalties(self.model, self.lam)
 
-    def bound(self, raw: np.ndarray, proved: np.ndarray | None, end: float) -> int | None:
+    def bound(self, raw: np.ndarray, relaxed: int | None, end: float) -> int | None:
         """For the penalties ``raw`` of the current multipliers: the better of a
-        min-sum diffusion bound (until ``end``) and, when toulbar2 proved the
-        relaxed solution ``proved`` optimal, its dual value."""
+        min-sum diffusion bound (until ``end``) and the Lagrangian bound of
+        ``relaxed``, toulbar2's lower bound on the penalised problem (None: none)."""
         found = [self.diffusion.bound(self.lam, raw, end)]
-        if proved is not None:
-            found.append(_dual(self.model, self.lam, whole(raw), proved))
+        if relaxed is not None:
+            found.append(_dual(self.model, self.lam, relaxed))
         return max((b for b in found if b is not None), default=None)
 
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
@@ -279,7 +290,7 @@ class TermWeights:
     def penalties(self) -> np.ndarray:
         return term_penalties(self.model, self.w)
 
-    def bound(self, raw: np.ndarray, proved: np.ndarray | None, end: float) -> None:
+    def bound(self, raw: np.ndarray, relaxed: int | None, end: float) -> None:
         return None
 
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
@@ -305,9 +316,11 @@ def whole(pen: np.ndarray) -> np.ndarray:
 
 def solve_penalised(
     model: Model, pen: np.ndarray, seconds: int, seed: int, light: bool = False
-) -> tuple[np.ndarray | None, bool]:
+) -> tuple[np.ndarray | None, int | None]:
     """A good solution of the memory-free problem with unary costs raised by
-    ``pen`` (int64 per value), and whether toulbar2 proved it optimal.
+    ``pen`` (int64 per value), and a lower bound on that problem's optimum:
+    the solution's own value when toulbar2 proved it optimal, else the global
+    lower bound of toulbar2's cut-short search (``GetDDualBound``), or None.
 
     ``light`` turns toulbar2's preprocessing off: on S (domains up to 853) its
     preprocessing alone used the 3 s budget and no solution came out, while
@@ -324,31 +337,36 @@ def solve_penalised(
         if light:
             cfn.NoPreprocessing()
     except Contradiction:  # only forbidden assignments remain: nothing to relax toward
-        return None, False
+        return None, None
     proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
-    return x, bool(proved) and x is not None
+    if x is None:
+        return None, None
+    if proved:
+        return x, model.cost(x) + int(pen[model.dom_off[:-1] + x].sum())
+    lower = cfn.GetDDualBound()  # in toulbar2's units: without the model's offset
+    return x, model.offset + math.floor(lower) if math.isfinite(lower) else None
 
 
 def relax(
     model: Model, lam: np.ndarray, seconds: int, seed: int, light: bool = False
 ) -> tuple[np.ndarray | None, int | None]:
     """A good solution of the problem penalised by multipliers ``lam``, and the
-    lower bound on the model's optimum that it proves when toulbar2 finished
-    (else None).
+    lower bound on the model's optimum that toulbar2's bound on the penalised
+    problem gives (None when it has none).
 
     Why the bound holds: for x that fits, ``load_p(x) <= limit``, so
     ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit) = cost(x) + pen(x) -
     sum_p lam_p (limit - base_p)``, and ``pen >= whole(pen)`` value by value;
-    the optimum of ``cost + whole(pen)`` is what toulbar2 proved.
+    toulbar2 bounds the minimum of ``cost + whole(pen)`` from below.
     """
     pen = whole(penalties(model, lam))
-    x, proved = solve_penalised(model, pen, seconds, seed, light)
-    return x, _dual(model, lam, pen, x) if proved else None
+    x, relaxed = solve_penalised(model, pen, seconds, seed, light)
+    return x, _dual(model, lam, relaxed) if relaxed is not None else None
 
 
-def _dual(model: Model, lam: np.ndarray, pen: np.ndarray, x: np.ndarray) -> int:
-    """The Lagrangian bound of an optimal penalised solution ``x`` (see :func:`relax`)."""
-    relaxed = model.cost(x) + int(pen[model.dom_off[:-1] + x].sum())
+def _dual(model: Model, lam: np.ndarray, relaxed: int) -> int:
+    """The Lagrangian bound from a lower bound ``relaxed`` on the penalised
+    problem's optimum (see :func:`relax`)."""
     slack = float(lam @ (model.limit - model.base).astype(np.float64))
     return math.floor(relaxed - slack * (1 + 1e-9) - 1)
 
