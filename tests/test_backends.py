@@ -176,6 +176,26 @@ def test_failing_backends_leave_the_incumbent_standing(tmp_path, fake_plugins, p
     assert "crash" not in outcome or "boom" in outcome["crash"]
 
 
+@pytest.mark.parametrize("leader_runs", [True, False])
+def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugins, leader_runs):
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
+    model = reduce(inst)
+    lines: list[str] = []
+    best = Best(inst, lines.append)
+    x = model.min_usage_solution()
+    best.offer(model.reconstruct(x), "start", x)
+    # "finder" improves on the start within 0.3 s; without it, "start" leads: no backend
+    plan = ["hang", "finder"] if leader_runs else ["hang", "crash"]
+    start = time.monotonic()
+    run_backends(model, best, plan, start + 2.0, workers=2, switch=0.5)
+    assert time.monotonic() - start < 2.5
+    restarts = [line for line in lines if "restarts as" in line]
+    assert restarts == (
+        ["# hang restarts as finder, which found the best so far"] if leader_runs else []
+    )
+    assert best.method == ("finder" if leader_runs else "start")
+
+
 def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
     inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
     model = reduce(inst)
@@ -235,7 +255,7 @@ def test_stages_run_in_turn_and_hand_on_the_incumbent(tmp_path, fake_plugins, mo
     start_cost = evaluate(inst, model.reconstruct(model.min_usage_solution())).cost
     # "bounding" reports its incumbent's cost as a bound: that proves optimality
     # (and ends the run) only if it was handed the first stage's improvement
-    stages = [(["local"], 0.4), (["bounding"], 0.6)]
+    stages = [orchestrate.Stage(["local"], 0.4), orchestrate.Stage(["bounding"], 0.6)]
     monkeypatch.setattr(orchestrate, "default_stages", lambda model, workers=2: stages)
     start = time.monotonic()
     best = orchestrate.solve(inst, start + 3.0, lambda _line: None)
@@ -346,7 +366,13 @@ def test_highs_streams_improving_solutions_as_it_finds_them(tmp_path):
 def test_default_plan_gives_every_worker_a_backend():
     from types import SimpleNamespace
 
-    from maxshard.orchestrate import FINAL_POLISH, default_plan, default_stages
+    from maxshard.orchestrate import (
+        FINAL_POLISH,
+        LEADER_SWITCH,
+        Stage,
+        default_plan,
+        default_stages,
+    )
 
     large = SimpleNamespace(base=np.zeros(5000), nv=5000)
     few_vars = SimpleNamespace(base=np.zeros(5000), nv=300)
@@ -356,8 +382,12 @@ def test_default_plan_gives_every_worker_a_backend():
     assert default_plan(few_vars, 2) == ["lagrange", "local"]
     assert default_plan(small, 1) == ["toulbar2"] and len(default_plan(small, 6)) == 6
     stages = default_stages(large, 4)
-    assert stages[-1] == (["local"] * 4, FINAL_POLISH)
-    assert default_stages(small, 3) == [(default_plan(small, 3), 1.0)]
+    assert stages[0] == Stage(default_plan(large, 4), 1 - FINAL_POLISH)  # local leads there
+    assert default_stages(large, 2)[0] == Stage(
+        default_plan(large, 2), 1 - FINAL_POLISH, LEADER_SWITCH
+    )
+    assert stages[-1] == Stage(["local"] * 4, FINAL_POLISH)
+    assert default_stages(small, 3) == [Stage(default_plan(small, 3), 1.0)]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 18, 39, 57])
