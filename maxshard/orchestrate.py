@@ -378,8 +378,9 @@ class Stage(NamedTuple):
 #: limits, one run each: S 0.9926 and 0.9925 at seeds 1 and 2 (0.9926 and
 #: 0.9665 without; seed 2's worse basin reproduced the same day), N 0.9889 and
 #: 0.9967 at seeds 1 and 2 (1.0036 and 0.9948), M 0.9997 at seed 0
-#: (1.0000-1.0002), U 1.1170 at seed 0 (1.0282-1.0748). Where the multiplier loop restarts, its bound stops rising:
-#: S's bound gap 18.9-21.0% (15.5-18.5%); where it leads, two of them bound.
+#: (1.0000-1.0002), U 1.1170 at seed 0 (1.0282-1.0748). Where the multiplier
+#: loop restarts, its bound stops rising: S's bound gap 18.9-21.0% (15.5-18.5%);
+#: where it leads, two of them bound.
 LEADER_SWITCH = 0.5
 
 #: Share of the time that large models spend, at the end, on local search (one
