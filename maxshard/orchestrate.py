@@ -375,7 +375,7 @@ class Stage(NamedTuple):
 #: Which loop leads depends on the model (S: the term weights, N: the
 #: multipliers), and on S one term-priced run in three stalls in a worse basin;
 #: a second ticket of the leader makes that rarer. Measured on 2 cores, full
-#: limits, one run each: S 0.9926 and 0.9925 at seeds 1 and 2 (0.9926 and
+#: limits, one run each: S 0.9928, 0.9926, 0.9925 at seeds 0-2 (0.9926, 0.9926,
 #: 0.9665 without; seed 2's worse basin reproduced the same day), N 0.9889 and
 #: 0.9967 at seeds 1 and 2 (1.0036 and 0.9948), M 0.9997 at seed 0
 #: (1.0000-1.0002), U 1.1170 at seed 0 (1.0282-1.0748). Where the multiplier
