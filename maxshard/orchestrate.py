@@ -125,6 +125,14 @@ def kill_workers() -> None:
     _LIVE.clear()
 
 
+def _stop(job: Job) -> None:
+    """Kill one worker now (its pipe closed, no longer among the live ones)."""
+    job.process.kill()
+    job.process.join(timeout=1)
+    job.conn.close()
+    _LIVE.remove(job)
+
+
 class Shared:
     """The incumbent model solution, shared by the parent with the workers it forks.
 
@@ -316,8 +324,7 @@ def _follow_the_leader(
     if leader not in {job.name for job in running}:
         return
     for k, job in enumerate([job for job in running if job.name != leader]):
-        job.process.kill()
-        job.process.join(timeout=1)
+        _stop(job)
         running.remove(job)
         best.log(f"# {job.name} restarts as {leader}, which found the best so far")
         running.append(_start(leader, seed + k, model, deadline, best, shared))
@@ -392,8 +399,8 @@ FINAL_POLISH = 0.4
 
 
 def default_stages(model: Model, workers: int = 2) -> list[Stage]:
-    """The default plan in stages: (backends, share of the time). Each stage
-    starts from the best solution of the stages before it."""
+    """The default plan in stages (see :class:`Stage`). Each stage starts from
+    the best solution of the stages before it."""
     plan = default_plan(model, workers)
     if len(model.base) > TOULBAR2_MAX_POINTS and model.nv >= LAGRANGE_ONLY_VARIABLES:
         # (on more cores a local search in the first stage polishes the others'
