@@ -326,7 +326,7 @@ def _follow_the_leader(
     for k, job in enumerate([job for job in running if job.name != leader]):
         _stop(job)
         running.remove(job)
-        best.log(f"# {job.name} restarts as {leader}, which found the best so far")
+        best.log(f"{job.name} restarts as {leader}, which found the best so far")
         running.append(_start(leader, seed + k, model, deadline, best, shared))
 
 

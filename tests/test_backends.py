@@ -191,7 +191,7 @@ def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugi
     assert time.monotonic() - start < 2.5
     restarts = [line for line in lines if "restarts as" in line]
     assert restarts == (
-        ["# hang restarts as finder, which found the best so far"] if leader_runs else []
+        ["hang restarts as finder, which found the best so far"] if leader_runs else []
     )
     assert best.method == ("finder" if leader_runs else "start")
 
