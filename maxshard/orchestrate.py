@@ -221,14 +221,12 @@ def run_backends(
     seed: int = 0,
     workers: int | None = None,
     switch: float | None = None,
-    leaders: frozenset[str] | None = None,
 ) -> dict[str, str]:
     """Run the backends of ``plan`` (up to ``workers`` at a time) until the deadline.
 
     With ``switch``, at that share of the time every worker whose backend is not
     the one that found the best solution so far restarts as that backend (with
-    a seed of its own, from the best solution), if that backend is one of
-    ``leaders`` (default: any). Returns each backend's final
+    a seed of its own, from the best solution). Returns each backend's final
     status (or its error). Stops early when a backend proves optimality or
     infeasibility.
     """
@@ -268,8 +266,7 @@ def run_backends(
                 break
             if switch_at is not None and time.monotonic() >= switch_at:
                 switch_at = None
-                if leaders is None or best.method in leaders:
-                    _follow_the_leader(running, best, len(plan) + seed, model, deadline, shared)
+                _follow_the_leader(running, best, len(plan) + seed, model, deadline, shared)
             wake = remaining if switch_at is None else switch_at - time.monotonic()
             for conn in wait([j.conn for j in running], timeout=max(0.0, min(remaining, wake))):
                 job = next(j for j in running if j.conn is conn)
@@ -378,23 +375,20 @@ class Stage(NamedTuple):
     share: float  # of the whole time
     #: share of the stage after which the backends not leading restart as the leader
     switch: float | None = None
-    #: backends that take the others over at the switch when they lead (None: any)
-    leaders: frozenset[str] | None = None
 
 
-#: Large models: halfway through the Lagrangian stage, if the term-priced loop
-#: found the best solution so far, the multiplier loop restarts as a second
-#: copy of it. On S one term-priced run in three stalled in a worse basin; a
-#: second ticket makes that rarer. Measured on 2 cores, full limits, one run
-#: each: S 0.9928/0.9926/0.9925 and 0.9927/0.9926 (0.9926, 0.9926, 0.9665
-#: without; seed 2's worse basin reproduced the same day). The price: the
-#: multiplier loop's bound stops rising (S's gap 18.8-27.4%, 15.5-18.5%
-#: without). The other direction (multipliers lead, as on N, M and U) was
-#: measured and is not taken: N 0.9845, 0.9889, 0.9967, 1.0086 with it against
-#: 0.9945, 1.0036, 0.9948, 1.0106 without (U 1.0535-1.1170 with, 1.0282-1.0748
-#: without, all above the contest's best either way).
+#: Large models: halfway through the Lagrangian stage, the worker whose loop did
+#: not find the best solution restarts as a second copy of the one that did.
+#: Which loop leads depends on the model (S: the term weights, N: the
+#: multipliers), and on S one term-priced run in three stalls in a worse basin;
+#: a second ticket of the leader makes that rarer. Measured on 2 cores, full
+#: limits, one run each: S 0.9928, 0.9926, 0.9925 at seeds 0-2 (0.9926, 0.9926,
+#: 0.9665 without; seed 2's worse basin reproduced the same day), N 0.9889 and
+#: 0.9967 at seeds 1 and 2 (1.0036 and 0.9948), M 0.9997 at seed 0
+#: (1.0000-1.0002), U 1.1170 at seed 0 (1.0282-1.0748). Where the multiplier
+#: loop restarts, its bound stops rising: S's bound gap 18.9-21.0% (15.5-18.5%);
+#: where it leads, two of them bound.
 LEADER_SWITCH = 0.5
-SWITCH_LEADERS = frozenset({"lagrange-terms"})
 
 #: Share of the time that large models spend, at the end, on local search (one
 #: seed per worker) from the best solution of the Lagrangian loops. Its exchange
@@ -413,7 +407,7 @@ def default_stages(model: Model, workers: int = 2) -> list[Stage]:
         # finds and would often lead: the switch is for the measured pair only)
         switch = LEADER_SWITCH if len(plan) == 2 else None
         return [
-            Stage(plan, 1 - FINAL_POLISH, switch, SWITCH_LEADERS if switch else None),
+            Stage(plan, 1 - FINAL_POLISH, switch),
             Stage(["local"] * len(plan), FINAL_POLISH),
         ]
     return [Stage(plan, 1.0)]
@@ -453,10 +447,10 @@ def solve(
     workers = workers or available_cores()
     stages = [Stage(plan, 1.0)] if plan else default_stages(model, workers)
     start, done = time.monotonic(), 0.0
-    for stage in stages:
-        done += stage.share
+    for names, share, switch in stages:
+        done += share
         end = deadline if done >= 1 - 1e-9 else start + done * (deadline - start)
-        run_backends(model, best, stage.backends, end, seed, workers, stage.switch, stage.leaders)
+        run_backends(model, best, names, end, seed, workers, switch)
         if best.status in ("optimal", "infeasible"):
             break
     return best
