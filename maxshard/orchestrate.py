@@ -382,12 +382,13 @@ class Stage(NamedTuple):
 #: Which loop leads depends on the model (S: the term weights, N: the
 #: multipliers), and on S one term-priced run in three stalls in a worse basin;
 #: a second ticket of the leader makes that rarer. Measured on 2 cores, full
-#: limits, one run each: S 0.9928, 0.9926, 0.9925 at seeds 0-2 (0.9926, 0.9926,
-#: 0.9665 without; seed 2's worse basin reproduced the same day), N 0.9889 and
-#: 0.9967 at seeds 1 and 2 (1.0036 and 0.9948), M 0.9997 at seed 0
-#: (1.0000-1.0002), U 1.1170 at seed 0 (1.0282-1.0748). Where the multiplier
-#: loop restarts, its bound stops rising: S's bound gap 18.9-21.0% (15.5-18.5%);
-#: where it leads, two of them bound.
+#: limits (README: three seeds with it; docs/history.md: without): S
+#: 0.9925-0.9930 in six runs (0.9654-0.9926 without), U 1.0535-1.1170 (1.0282-
+#: 1.0748), M 0.9995-1.0001 (1.0000-1.0002), N 0.9832-1.0086 (0.9945-1.0106).
+#: Where the multiplier loop restarts, its bound stops rising (S's gap
+#: 17.5-27.4%, 15.5-18.5% without); where it leads, two of them bound. Only
+#: the term-priced loop taking over (one way) was measured and not kept: N
+#: 1.0056, 0.9750, 0.9792 at seeds 0-2 (reverted in the commit after 8d04c8d).
 LEADER_SWITCH = 0.5
 
 #: Share of the time that large models spend, at the end, on local search (one
