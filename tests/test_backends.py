@@ -407,3 +407,24 @@ def test_rc2_is_exact_when_cost_levels_and_memory_cuts_interact(tmp_path, seed):
     nodes["costs"] = [[c * 10 ** int(rng.integers(0, 6)) for c in cs] for cs in nodes["costs"]]
     inst = read_instance(write_problem(tmp_path / "levels.json", problem))
     _solves_to_contest_optimum(inst, "rc2", seed)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rc2_memory_diagram_accepts_exactly_what_fits(seed):
+    """The decision diagram of a knapsack, followed from its root, ends in
+    'fits' exactly for the assignments whose weights sum within the room."""
+    import itertools
+
+    from maxshard.backends.rc2 import _FALSE, _TRUE, _diagram
+
+    rng = np.random.default_rng(seed)
+    weights = [rng.integers(0, 20, size=int(rng.integers(2, 4))) for _ in range(5)]
+    weights = [w - w.min() for w in weights]
+    room = int(rng.integers(5, 40))
+    root, nodes = _diagram(weights, room)
+    for x in itertools.product(*[range(len(w)) for w in weights]):
+        node, layer = root, 0
+        while node not in (_TRUE, _FALSE):
+            layer, children = nodes[node]
+            node = children[x[layer]]
+        assert (node == _TRUE) == (sum(int(w[k]) for w, k in zip(weights, x, strict=True)) <= room)

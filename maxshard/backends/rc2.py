@@ -1,4 +1,4 @@
-"""Weighted MaxSAT with RC2 (python-sat): core-guided, stratified, memory by lazy cuts.
+"""Weighted MaxSAT with RC2 (python-sat): core-guided, stratified, memory by diagrams and cuts.
 
 RC2 finds an optimum by refuting ever costlier lower bounds: each SAT call
 either finds a model that falsifies no active soft clause (done) or returns an
@@ -28,29 +28,35 @@ incumbent, a level's model once repaired): a level's own model may overflow
 memory, so its cost bounds nothing (see ``_Stratified.finish_level``). Each
 core raises the lower bound; it is reported as it rises.
 
-Memory is enforced lazily, by *cover cuts*: when the optimum of the clauses so
-far overflows at a kept point, take the live terms there by decreasing current
-usage until they alone exceed the room (every other term can drop to its least
-usage, 0 after presolve); in any fitting assignment one of them must use less
-than now. One such clause per overloaded point is added, and RC2 resumes
-incrementally. Each cut removes only assignments that do not fit, so the first
-optimum that fits is optimal, and every optimum before it is a lower bound.
+Memory is encoded twice. Up front, each kept point where memory can overflow
+gets a *decision diagram* of its knapsack (one layer per live variable, each
+value an edge adding its usage over the variable's least there; nodes merged by
+the interval of room they stand for, after Abío et al. 2011) as hard clauses
+``node & value -> child``, the root asserted. Exact diagrams are too large on
+real models (a 300-node cut of G: 7 of its 9 binding points past 20,000 nodes),
+so weights and room are divided by a power of two ``q`` and floored until the
+diagram keeps :data:`DIAGRAM_NODES` nodes: ``sum floor(w/q) <= floor(room/q)``
+follows from ``sum w <= room``, so this only relaxes memory. Then, lazily,
+*cover cuts* make it exact: when the optimum of the clauses so far overflows at
+a kept point, take the live terms there by decreasing current usage until they
+alone exceed the room (every other term can drop to its least usage, 0 after
+presolve); in any fitting assignment one of them must use less than now. One
+such clause per overloaded point is added, and RC2 resumes incrementally. Each
+cut removes only assignments that do not fit, so the first optimum that fits is
+optimal, and every optimum before it is a lower bound.
 
-Measured (this machine): with BLO ``cluster`` levels G is proved optimal in
-2.0-2.2 s (the suite sweep in the README). Before the hardening fix, ``div``
-levels finished no level on G within 120 s and ``minz`` (core minimisation)
-slowed a 300-node cut of G from 0.9 s to 50 s, so both are off (not measured
-again since). Core exhaustion and trimming (5 rounds) are on.
-
-Where memory binds, cover cuts converge slowly. A 300-node cut of G
-(``generate --from G --nodes 300 --seed 0``: 136 variables, 1,027 values after
-presolve) has its memory-free optimum at 1,023,224 (the diffusion bound
-reaches it) and its optimum at 1,039,337 (toulbar2, 0.3 s); rc2 closes that
-1.6% at about 400 cores in 30 s and ends at 1,029,736, or 1,032,276 after 60 s
-with the optimum given as incumbent (so hardening is not what is missing).
-Other settings at 30 s did no better: no trimming 1,028,788, no exhaustion
+Measured (this machine, one run each): the 300-node cut of G (``generate
+--from G --nodes 300 --seed 0``: 136 variables, 1,027 values after presolve;
+memory-free optimum 1,023,224, optimum 1,039,337) is proved in 3.0 s with the
+diagrams; with cover cuts alone rc2 ended at a bound of 1,029,736 after 30 s
+(about 400 cores), 1,032,276 after 60 s even with the optimum as incumbent, and
+other RC2 settings did no better (no trimming 1,028,788, no exhaustion
 1,028,688, Glucose 4 1,030,184, minz 1,027,358, BLO basic 1,026,430, full
-1,029,765.
+1,029,765). The price is Python time building them: G is proved in 8.1 s
+(2.0-2.2 s with cuts alone; 40 binding points). Cuts of 300 nodes from A and S
+are proved in 0.1 s. BLO ``cluster`` levels; ``div`` levels finished no level on
+G within 120 s before the hardening fix and ``minz`` slowed a cut of G from 0.9 s
+to 50 s, so both are off. Core exhaustion and trimming (5 rounds) are on.
 """
 
 from __future__ import annotations
@@ -178,6 +184,8 @@ class Encoding:
             a = model.dom_off[model.edge_u[e]] + pos // ncols + 1
             b = model.dom_off[model.edge_v[e]] + pos % ncols + 1
             _extend(wcnf, np.column_stack([-a, -b]), flat[k])
+        for clause in memory_diagrams(model, self.lit, pool):
+            wcnf.append(clause)
         if not wcnf.soft:  # RC2Stratified needs one level: a clause that costs nothing
             wcnf.append([-pool.id("free")], weight=1)
         self.wcnf = wcnf
@@ -219,6 +227,99 @@ def reparametrise(model: Model) -> tuple[np.ndarray, list[np.ndarray], int]:
         constant += low
         unary[lo:hi] = [c - low if c < FORBIDDEN else c for c in unary[lo:hi]]
     return np.array([min(c, FORBIDDEN) for c in unary], dtype=np.int64), tables, constant
+
+
+#: Most diagram nodes per kept point; past it the weights are coarsened further.
+DIAGRAM_NODES = 2_000
+_TRUE, _FALSE = -1, -2
+
+
+def memory_diagrams(model: Model, lit, pool: IDPool) -> list[list[int]]:
+    """Hard clauses of one decision diagram per binding kept point (see the
+    module docstring): a relaxation of memory, exact where no coarsening was
+    needed. ``lit(v, k)`` is the literal of value ``k`` of variable ``v``."""
+    clauses = []
+    for variables, weights, room in _binding_knapsacks(model):
+        # start near the coarsening that fits (weights keep about 14 bits)
+        q = 1 << max(0, (room >> 14).bit_length())
+        while (nodes := _diagram([w // q for w in weights], room // q)) is None:
+            q *= 2
+        root, layers = nodes
+        if root == _TRUE:
+            continue
+        if root == _FALSE:  # nothing fits at this point
+            return [[]]
+        ids = [pool.id() for _ in layers]
+        clauses.append([ids[root]])
+        for node, (layer, children) in enumerate(layers):
+            v = variables[layer]
+            for k, child in enumerate(children):
+                if child != _TRUE:  # taking value k at this node leads to child
+                    tail = [ids[child]] if child != _FALSE else []
+                    clauses.append([-ids[node], -lit(v, k), *tail])
+    return clauses
+
+
+def _binding_knapsacks(model: Model) -> list[tuple[list[int], list[np.ndarray], int]]:
+    """Each kept point where memory can overflow, once: its live variables, the
+    usage each value adds over the variable's least there, and the room left."""
+    if model.limit is None or not len(model.base):
+        return []
+    seen: dict[tuple, tuple[list[int], list[np.ndarray], int]] = {}
+    for p in range(len(model.base)):
+        per: dict[int, np.ndarray] = {}
+        for k in np.flatnonzero((model.term_lo <= p) & (p < model.term_hi)).tolist():
+            v = int(model.term_var[k])
+            per[v] = per.get(v, 0) + model.usage_of(k)
+        variables = sorted(per)
+        room = model.limit - int(model.base[p]) - sum(int(per[v].min()) for v in variables)
+        weights = [per[v] - per[v].min() for v in variables]
+        if sum(int(w.max()) for w in weights) <= room:
+            continue  # never overflows
+        key = (tuple(variables), room, tuple(w.tobytes() for w in weights))
+        seen.setdefault(key, (variables, weights, room))
+    return list(seen.values())
+
+
+def _diagram(weights: list[np.ndarray], room: int) -> tuple[int, list] | None:
+    """The reduced decision diagram of ``sum weights[i][x_i] <= room`` (every
+    weight >= 0, each layer's least 0), built top-down with each layer's nodes
+    keyed by the interval of rooms they stand for (Abío et al., "BDDs for
+    pseudo-Boolean constraints - revisited", 2011). Returns the root and the
+    nodes as (layer, child per value), or None past :data:`DIAGRAM_NODES`."""
+    n = len(weights)
+    suffix = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + int(weights[i].max())
+    memo: list[list[tuple[float, float, int]]] = [[] for _ in range(n)]
+    nodes: list[tuple[int, list[int]]] = []
+
+    def build(i: int, r: int) -> tuple[int, float, float]:
+        if r < 0:
+            return _FALSE, -np.inf, -1
+        if r >= suffix[i]:
+            return _TRUE, int(suffix[i]), np.inf
+        for lo, hi, node in memo[i]:
+            if lo <= r <= hi:
+                return node, lo, hi
+        if len(nodes) > DIAGRAM_NODES:
+            raise OverflowError
+        lo, hi, child = -np.inf, np.inf, {}
+        for w in sorted(set(weights[i].tolist())):
+            c, b, g = build(i + 1, r - w)
+            lo, hi, child[w] = max(lo, b + w), min(hi, g + w), c
+        if len(set(child.values())) == 1:  # every value leads to the same node
+            node = next(iter(child.values()))
+        else:
+            node = len(nodes)
+            nodes.append((i, [child[w] for w in weights[i].tolist()]))
+        memo[i].append((lo, hi, node))
+        return node, lo, hi
+
+    try:
+        return build(0, room)[0], nodes
+    except OverflowError:
+        return None
 
 
 def cover_cuts(model: Model, x: np.ndarray) -> list[list[tuple[int, int]]]:
