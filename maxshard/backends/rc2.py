@@ -53,16 +53,20 @@ diagrams; with cover cuts alone rc2 ended at a bound of 1,029,736 after 30 s
 other RC2 settings did no better (no trimming 1,028,788, no exhaustion
 1,028,688, Glucose 4 1,030,184, minz 1,027,358, BLO basic 1,026,430, full
 1,029,765). The price is Python time building them: G is proved in 8.1 s
-(2.0-2.2 s with cuts alone; 40 binding points). Cuts of 300 nodes from A and S
-are proved in 0.1 s. BLO ``cluster`` levels; ``div`` levels finished no level on
-G within 120 s before the hardening fix and ``minz`` slowed a cut of G from 0.9 s
-to 50 s, so both are off. Core exhaustion and trimming (5 rounds) are on.
+(2.0-2.2 s with cuts alone; 40 binding points); building them may take a
+tenth of the time left (:data:`DIAGRAM_SHARE`), the points left after get
+none. Cuts of 300 nodes from A and S are proved in 0.1 s. BLO ``cluster``
+levels; ``div`` levels finished no level on G within 120 s before the
+hardening fix and ``minz`` slowed a cut of G from 0.9 s to 50 s, so both are
+off. Core exhaustion and trimming (5 rounds) are on.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 from pysat.card import CardEnc, EncType
@@ -86,7 +90,8 @@ class RC2:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        enc = Encoding(model)
+        now = time.monotonic()
+        enc = Encoding(model, now + DIAGRAM_SHARE * (deadline - now))
         best: list = [None, None]  # cost, solution
         solver: _Stratified | None = None
 
@@ -158,7 +163,7 @@ def _extend(wcnf: WCNF, clauses: np.ndarray, costs: np.ndarray) -> None:
 class Encoding:
     """The reduced model as a weighted CNF (see the module docstring)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, until: float = math.inf) -> None:
         self.model = model
         nval = int(model.dom_off[-1])
         unary, tables, self.constant = reparametrise(model)
@@ -184,7 +189,7 @@ class Encoding:
             a = model.dom_off[model.edge_u[e]] + pos // ncols + 1
             b = model.dom_off[model.edge_v[e]] + pos % ncols + 1
             _extend(wcnf, np.column_stack([-a, -b]), flat[k])
-        for clause in memory_diagrams(model, self.lit, pool):
+        for clause in memory_diagrams(model, self.lit, pool, until):
             wcnf.append(clause)
         if not wcnf.soft:  # RC2Stratified needs one level: a clause that costs nothing
             wcnf.append([-pool.id("free")], weight=1)
@@ -231,15 +236,21 @@ def reparametrise(model: Model) -> tuple[np.ndarray, list[np.ndarray], int]:
 
 #: Most diagram nodes per kept point; past it the weights are coarsened further.
 DIAGRAM_NODES = 2_000
+#: Share of the time to the deadline that building diagrams may take: they are
+#: built in Python, and on a 2,000-node cut of S they took over 100 s in all.
+DIAGRAM_SHARE = 0.1
 _TRUE, _FALSE = -1, -2
 
 
-def memory_diagrams(model: Model, lit, pool: IDPool) -> list[list[int]]:
+def memory_diagrams(model: Model, lit, pool: IDPool, until: float) -> list[list[int]]:
     """Hard clauses of one decision diagram per binding kept point (see the
     module docstring): a relaxation of memory, exact where no coarsening was
-    needed. ``lit(v, k)`` is the literal of value ``k`` of variable ``v``."""
+    needed. ``lit(v, k)`` is the literal of value ``k`` of variable ``v``.
+    Points still left at time ``until`` get none (the cover cuts still hold)."""
     clauses = []
     for variables, weights, room in _binding_knapsacks(model):
+        if time.monotonic() >= until:
+            break
         # start near the coarsening that fits (weights keep about 14 bits)
         q = 1 << max(0, (room >> 14).bit_length())
         while (nodes := _diagram([w // q for w in weights], room // q)) is None:
@@ -260,12 +271,13 @@ def memory_diagrams(model: Model, lit, pool: IDPool) -> list[list[int]]:
     return clauses
 
 
-def _binding_knapsacks(model: Model) -> list[tuple[list[int], list[np.ndarray], int]]:
-    """Each kept point where memory can overflow, once: its live variables, the
-    usage each value adds over the variable's least there, and the room left."""
+def _binding_knapsacks(model: Model) -> Iterator[tuple[list[int], list[np.ndarray], int]]:
+    """Each kept point where memory can overflow, once, in order: its live
+    variables, the usage each value adds over the variable's least there, and
+    the room left."""
     if model.limit is None or not len(model.base):
-        return []
-    seen: dict[tuple, tuple[list[int], list[np.ndarray], int]] = {}
+        return
+    seen: set[tuple] = set()
     for p in range(len(model.base)):
         per: dict[int, np.ndarray] = {}
         for k in np.flatnonzero((model.term_lo <= p) & (p < model.term_hi)).tolist():
@@ -277,8 +289,9 @@ def _binding_knapsacks(model: Model) -> list[tuple[list[int], list[np.ndarray], 
         if sum(int(w.max()) for w in weights) <= room:
             continue  # never overflows
         key = (tuple(variables), room, tuple(w.tobytes() for w in weights))
-        seen.setdefault(key, (variables, weights, room))
-    return list(seen.values())
+        if key not in seen:
+            seen.add(key)
+            yield variables, weights, room
 
 
 def _diagram(weights: list[np.ndarray], room: int) -> tuple[int, list] | None:
