@@ -10,7 +10,10 @@ has one. It returns a :class:`Result`. Backends never print to stdout.
 
 Workers run side by side; :func:`shared_best` gives a backend the best
 solution any of them has reported, when it changed since it last asked (the
-orchestrator's ``report`` offers it; plain callables simply have none).
+orchestrator's ``report`` offers it; plain callables simply have none). A
+backend may also hand over its search state with :func:`share_state` (e.g. a
+Lagrangian loop's prices); a worker restarted as a copy of another backend
+receives that backend's last state from :func:`inherited_state`.
 
 Backends register under the entry-point group ``maxshard.backends``; the
 built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
@@ -83,6 +86,19 @@ def shared_best(report: Report) -> np.ndarray | None:
     worker last asked; None otherwise or when ``report`` shares nothing."""
     best = getattr(report, "best", None)
     return best() if callable(best) else None
+
+
+def share_state(report: Report, state: object) -> None:
+    """Hand the backend's current search state (picklable) to the orchestrator,
+    which passes the latest one on to a worker restarted as this backend."""
+    send = getattr(report, "state", None)
+    if callable(send):
+        send(state)
+
+
+def inherited_state(report: Report) -> object | None:
+    """The state handed over by the worker this one continues, or None."""
+    return getattr(report, "inherited", None)
 
 
 class BackendError(ValueError):

@@ -111,6 +111,7 @@ class Job:
     seed: int
     process: mp.process.BaseProcess
     conn: Connection
+    state: object = None  # the last search state the backend handed over
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
@@ -164,10 +165,12 @@ class Shared:
 
 class WorkerReport:
     """A worker's ``report`` callback: sends to the parent; ``best()`` returns the
-    best solution of all workers when it changed since the last call (else None)."""
+    best solution of all workers when it changed since the last call (else None);
+    ``state(s)`` hands the backend's search state to the parent; ``inherited`` is
+    the state of the worker this one continues (see :func:`backend.share_state`)."""
 
-    def __init__(self, conn: Connection, shared: Shared) -> None:
-        self.conn, self.shared, self.seen = conn, shared, 0
+    def __init__(self, conn: Connection, shared: Shared, inherited: object = None) -> None:
+        self.conn, self.shared, self.seen, self.inherited = conn, shared, 0, inherited
 
     def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
         if solution is not None:
@@ -179,16 +182,26 @@ class WorkerReport:
         self.seen, x = self.shared.read(self.seen)
         return x
 
+    def state(self, state: object) -> None:
+        self.conn.send(("state", state))
+
 
 def _worker(
-    name: str, model: Model, deadline: float, incumbent, seed: int, conn, shared: Shared
+    name: str,
+    model: Model,
+    deadline: float,
+    incumbent,
+    seed: int,
+    conn,
+    shared: Shared,
+    inherited: object = None,
 ) -> None:
     # stdout carries the answer: a backend (or the library under it) must not write there
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     try:
         backend = backends.load(name)
-        report = WorkerReport(conn, shared)
+        report = WorkerReport(conn, shared, inherited)
         result = backend.solve(model, deadline, incumbent, report, seed)
         conn.send(("done", result.status.value, result.solution, result.lower_bound))
     except BaseException as exc:  # reported to the parent, which keeps going
@@ -198,12 +211,20 @@ def _worker(
         conn.close()
 
 
-def _start(name: str, seed: int, model: Model, deadline: float, best: Best, shared: Shared) -> Job:
+def _start(
+    name: str,
+    seed: int,
+    model: Model,
+    deadline: float,
+    best: Best,
+    shared: Shared,
+    inherited: object = None,
+) -> Job:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(
         target=_worker,
-        args=(name, model, deadline - WORKER_MARGIN, best.model_x, seed, child, shared),
+        args=(name, model, deadline - WORKER_MARGIN, best.model_x, seed, child, shared, inherited),
         daemon=True,
     )
     proc.start()
@@ -286,6 +307,8 @@ def run_backends(
                     if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
                         best.proved("optimal")
                         finished = True
+                elif msg[0] == "state":
+                    job.state = msg[1]
                 elif msg[0] == "error":
                     outcome[job.name] = f"error: {msg[1]}"
                     best.log(f"backend {job.name} failed: {msg[1]}")
@@ -319,15 +342,18 @@ def _follow_the_leader(
     running: list[Job], best: Best, seed: int, model: Model, deadline: float, shared: Shared
 ) -> None:
     """Restart every running worker that is not running the best solution's
-    backend as that backend, each with a new seed from ``seed`` on."""
+    backend as that backend, each with a new seed from ``seed`` on, and from the
+    leader's last search state (its prices, for the Lagrangian loops)."""
     leader = best.method
-    if leader not in {job.name for job in running}:
+    leading = [job for job in running if job.name == leader]
+    if not leading:
         return
+    state = leading[0].state
     for k, job in enumerate([job for job in running if job.name != leader]):
         _stop(job)
         running.remove(job)
         best.log(f"{job.name} restarts as {leader}, which found the best so far")
-        running.append(_start(leader, seed + k, model, deadline, best, shared))
+        running.append(_start(leader, seed + k, model, deadline, best, shared, state))
 
 
 def available_cores() -> int:

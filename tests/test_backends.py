@@ -124,6 +124,27 @@ class Finder(Hang):
         time.sleep(3600)
 
 
+class Stateful(Hang):
+    """Improves the incumbent and shares a state; a copy restarted from that state
+    reports the bound written in it (so the test sees what was inherited)."""
+
+    name = "stateful"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        inherited = backends.inherited_state(report)
+        if inherited is not None:
+            report(lower_bound=inherited["bound"])
+        else:
+            from maxshard.backends.local import Search
+
+            search = Search(model, seed)
+            search.reset(incumbent)
+            search.descend(deadline)
+            report(search.x.copy())
+            backends.share_state(report, {"bound": model.cost(search.x) - 7})
+        time.sleep(3600)
+
+
 class Listener(Hang):
     """Waits for a better solution from another worker; proves its cost a bound."""
 
@@ -149,6 +170,7 @@ def fake_plugins(monkeypatch):
         "bounding": EntryPoint("bounding", "tests.test_backends:Bounding", GROUP),
         "finder": EntryPoint("finder", "tests.test_backends:Finder", GROUP),
         "listener": EntryPoint("listener", "tests.test_backends:Listener", GROUP),
+        "stateful": EntryPoint("stateful", "tests.test_backends:Stateful", GROUP),
         "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
     }
     monkeypatch.setattr(backends, "available", lambda: {**real, **fakes})
@@ -194,6 +216,19 @@ def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugi
         ["hang restarts as finder, which found the best so far"] if leader_runs else []
     )
     assert best.method == ("finder" if leader_runs else "start")
+
+
+def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plugins):
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
+    model = reduce(inst)
+    best = Best(inst, lambda _m: None)
+    x = model.min_usage_solution()
+    best.offer(model.reconstruct(x), "start", x)
+    start = time.monotonic()
+    run_backends(model, best, ["hang", "stateful"], start + 2.0, workers=2, switch=0.5)
+    assert best.method == "stateful"
+    # only the copy restarted from the leader's state reports this bound
+    assert best.lower_bound == best.evaluation.cost - 7
 
 
 def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):

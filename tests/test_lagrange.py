@@ -107,6 +107,43 @@ def test_lagrange_reports_only_fitting_solutions_in_time(tmp_path, backend, seed
     assert result.lower_bound == (max(record.bounds) if record.bounds else None)
 
 
+class Handover(Recorder):
+    """A report that keeps the states a loop shares and hands it ``inherited``."""
+
+    def __init__(self, inherited=None) -> None:
+        super().__init__()
+        self.inherited, self.states = inherited, []
+
+    def state(self, state) -> None:
+        self.states.append(state)
+
+
+@pytest.mark.parametrize("backend", [Lagrange, TermLagrange])
+def test_a_restarted_loop_goes_on_from_the_prices_it_inherits(tmp_path, monkeypatch, backend):
+    from maxshard.backends import lagrange
+
+    _, model = model_for(
+        tmp_path, 3, nodes=150, max_strategies=5, forbidden=0.0, functional=0.0, tightness=0.15
+    )
+    monkeypatch.setattr(backend, "relax_seconds", 1)  # rounds fit in a short test
+    first = Handover()
+    backend().solve(model, time.monotonic() + 4, None, first, 0)
+    assert first.states  # shared after every round
+    leader = first.states[-1]
+    priced = []  # the penalties of each relaxed solve
+    real = lagrange.solve_penalised
+    monkeypatch.setattr(
+        lagrange, "solve_penalised", lambda m, pen, *a: (priced.append(pen), real(m, pen, *a))[1]
+    )
+    backend().solve(model, time.monotonic() + 3, None, Handover(leader), 1)
+    prices = backend().prices(model)
+    cold = lagrange.whole(prices.penalties())
+    prices.restore(leader)
+    warm = lagrange.whole(prices.penalties())
+    assert not np.array_equal(cold, warm)  # the leader's prices moved away from the start
+    assert np.array_equal(priced[0], warm)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_lagrangian_bound_never_exceeds_the_optimum(tmp_path, seed):
     from .conftest import brute_force

@@ -38,27 +38,32 @@ TILED_LIMIT = 300.0
 DEFAULT_TILED = ["Nx2", "Ux2"]
 
 
-def run_one(path: Path, timeout: float, seed: int, backends: list[str], presolve: bool) -> dict:
+def run_one(
+    path: Path, timeout: float, seed: int, backends: list[str], presolve: bool, quiet: bool = True
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "maxshard", "solve", str(path), str(timeout)]
-        cmd += ["--out", str(out), "--seed", str(seed), "-q"]
+        cmd += ["--out", str(out), "--seed", str(seed)] + (["-q"] if quiet else [])
         for b in backends:
             cmd += ["--backend", b]
         if not presolve:
             cmd.append("--no-presolve")
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        stdout = proc.stdout.read()
-        stderr = proc.stderr.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.monotonic() - start
+        # stderr to a file: a long progress log would fill a pipe read after stdout
+        with (Path(tmp) / "stderr").open("w+b") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
+            stdout = proc.stdout.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.monotonic() - start
+            err.seek(0)
+            stderr = err.read()
         result = json.loads(out.read_text()) if out.exists() else {}
     lines = stdout.decode().strip().splitlines()
     return {
         "answer": json.loads(lines[-1]) if lines else None,
         "exit": os.waitstatus_to_exitcode(status),
-        "stderr": stderr.decode().strip()[-300:],
+        "stderr": stderr.decode(),
         "wall": wall,
         # the solver's own peak (the fork-time RSS of this process would skew wait4's)
         "rss_mb": result.get("peak_rss_mb") or usage.ru_maxrss / 1024,
@@ -149,6 +154,9 @@ def main() -> None:
     )
     ap.add_argument("--bench-dir", type=Path, default=BENCH)
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
+    ap.add_argument(
+        "--logs", type=Path, help="keep each run's progress log here (NAME-seedK-scaleS.log)"
+    )
     args = ap.parse_args()
 
     known = list(csv.DictReader((args.bench_dir / "best_known.csv").open()))
@@ -167,7 +175,14 @@ def main() -> None:
     for r in rows:
         path = r["path"]
         limit = float(r["timeout_s"]) * args.scale
-        run = run_one(path, limit, args.seed, args.backend, not args.no_presolve)
+        run = run_one(
+            path, limit, args.seed, args.backend, not args.no_presolve, quiet=not args.logs
+        )
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            name = r["benchmark"].rsplit("-", 1)[-1]
+            log = args.logs / f"{name}-seed{args.seed}-scale{args.scale:g}.log"
+            log.write_text(run["stderr"])
         row = {
             "benchmark": r["benchmark"].rsplit("-", 1)[-1],
             "limit_s": limit,

@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status
+from ..backend import Capabilities, Report, Result, Status, inherited_state, share_state
 from ..bound import Diffusion
 from ..instance import FORBIDDEN
 from ..model import Model
@@ -100,6 +100,10 @@ class Lagrange:
             return Result(Status.FEASIBLE, best_x)
 
         prices = self.prices(model)
+        # a copy restarted at the leader switch goes on from the leader's prices
+        warm = inherited_state(report)
+        if warm is not None:
+            prices.restore(warm)
         best_bound: int | None = None
 
         def improve_bound(bound: int | None) -> bool:
@@ -134,6 +138,7 @@ class Lagrange:
                     best_x, best_cost = x, cost
                     report(best_x)
             prices.update(x_r, best_cost)
+            share_state(report, prices.state())
             if DEBUG:
                 excess = model.load(x_r) - model.limit
                 print(
@@ -234,6 +239,13 @@ class Multipliers:
     def penalties(self) -> np.ndarray:
         return penalties(self.model, self.lam)
 
+    def state(self) -> dict:
+        return {"lam": self.lam, "theta": self.theta}
+
+    def restore(self, state: dict) -> None:
+        if "lam" in state and len(state["lam"]) == len(self.lam):
+            self.lam, self.theta = np.array(state["lam"], dtype=np.float64), state["theta"]
+
     def bound(self, raw: np.ndarray, relaxed: int | None, end: float) -> int | None:
         """For the penalties ``raw`` of the current multipliers: the better of a
         min-sum diffusion bound (until ``end``) and the Lagrangian bound of
@@ -289,6 +301,13 @@ class TermWeights:
 
     def penalties(self) -> np.ndarray:
         return term_penalties(self.model, self.w)
+
+    def state(self) -> dict:
+        return {"w": self.w, "lo": self.lo, "hi": self.hi}
+
+    def restore(self, state: dict) -> None:
+        if "w" in state and len(state["w"]) == len(self.w):
+            self.w, self.lo, self.hi = (np.array(state[k], dtype=float) for k in ("w", "lo", "hi"))
 
     def bound(self, raw: np.ndarray, relaxed: int | None, end: float) -> None:
         return None
