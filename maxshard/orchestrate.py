@@ -112,6 +112,7 @@ class Job:
     process: mp.process.BaseProcess
     conn: Connection
     state: object = None  # the last search state the backend handed over
+    answered: bool = False  # sent its result (or its error) before its pipe closed
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
@@ -294,6 +295,8 @@ def run_backends(
                 try:
                     msg = conn.recv()
                 except (EOFError, OSError):
+                    if not job.answered:  # died without a word: say so
+                        best.log(f"backend {job.name} crashed (its process ended without a result)")
                     outcome.setdefault(job.name, "crashed")
                     running.remove(job)
                     continue
@@ -310,9 +313,11 @@ def run_backends(
                 elif msg[0] == "state":
                     job.state = msg[1]
                 elif msg[0] == "error":
+                    job.answered = True
                     outcome[job.name] = f"error: {msg[1]}"
                     best.log(f"backend {job.name} failed: {msg[1]}")
                 else:
+                    job.answered = True
                     _, status, x, bound = msg
                     if not model.exact_memory:  # proofs about the scaled model only
                         status = UNPROVEN.get(status, status)
@@ -415,6 +420,10 @@ class Stage(NamedTuple):
 #: 17.5-27.4%, 15.5-18.5% without); where it leads, two of them bound. Only
 #: the term-priced loop taking over (one way) was measured and not kept: N
 #: 1.0056, 0.9750, 0.9792 at seeds 0-2 (reverted in the commit after 8d04c8d).
+#: The copy starts from the leader's prices (Job.state): from zero prices it
+#: spent its first rounds catching up. With them, N 0.9731-1.0133 in seven
+#: runs (mean of seeds 0-2 0.9999 against 0.9921), Nx2 and Ux2 at seed 0
+#: 1.0105 and 0.9996 (0.9730, 0.9700); S 0.9898-0.9928 (README).
 LEADER_SWITCH = 0.5
 
 #: Share of the time that large models spend, at the end, on local search (one

@@ -92,6 +92,17 @@ class Crash(Hang):
         raise RuntimeError("boom")
 
 
+class Dies(Hang):
+    """Its process ends without a result (as a segmentation fault would end it)."""
+
+    name = "dies"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        import os
+
+        os._exit(1)
+
+
 class Optimal(Hang):
     name = "optimal"
 
@@ -166,6 +177,7 @@ def fake_plugins(monkeypatch):
     fakes = {
         "hang": EntryPoint("hang", "tests.test_backends:Hang", GROUP),
         "crash": EntryPoint("crash", "tests.test_backends:Crash", GROUP),
+        "dies": EntryPoint("dies", "tests.test_backends:Dies", GROUP),
         "optimal": EntryPoint("optimal", "tests.test_backends:Optimal", GROUP),
         "bounding": EntryPoint("bounding", "tests.test_backends:Bounding", GROUP),
         "finder": EntryPoint("finder", "tests.test_backends:Finder", GROUP),
@@ -196,6 +208,19 @@ def test_failing_backends_leave_the_incumbent_standing(tmp_path, fake_plugins, p
     assert best.solution is not None and evaluate(inst, best.solution).feasible
     assert set(outcome) == set(plan)
     assert "crash" not in outcome or "boom" in outcome["crash"]
+
+
+def test_a_worker_that_dies_is_reported_and_one_that_fails_is_not_called_crashed(
+    tmp_path, fake_plugins
+):
+    inst = generated(tmp_path, 4, nodes=40, tightness=0.3)
+    model = reduce(inst)
+    lines: list[str] = []
+    best = Best(inst, lines.append)
+    outcome = run_backends(model, best, ["dies", "crash"], time.monotonic() + 2.0, workers=2)
+    assert outcome["dies"] == "crashed" and outcome["crash"] == "error: RuntimeError: boom"
+    crashed = [line for line in lines if "crashed" in line]
+    assert crashed == ["backend dies crashed (its process ended without a result)"]
 
 
 @pytest.mark.parametrize("leader_runs", [True, False])

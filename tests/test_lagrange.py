@@ -194,3 +194,26 @@ def test_a_search_cut_short_proves_nothing():
     lines = ["New solution: 7 (1 backtracks)\n", " 0 2 1\n", "Optimum: 7 in 3 backtracks\n"]
     assert _forward(lines, 3, found.append) == PROVED_OPTIMAL
     assert [x.tolist() for x in found] == [[0, 2, 1]]
+
+
+def test_toulbar2_runs_with_a_deep_stack(tmp_path):
+    """Its search recursion outgrows the usual 8 MiB stack on large models (a
+    worker died of it on two copies of U): each relaxed solve raises the limit."""
+    import resource
+
+    from maxshard.backends import lagrange, toulbar2
+
+    _, model = model_for(tmp_path, 0, nodes=30, forbidden=0.0, functional=0.0, tightness=0.1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    if hard != resource.RLIM_INFINITY and hard <= 8 << 20:
+        pytest.skip("the hard stack limit leaves nothing to raise")
+    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, hard))
+    try:
+        pen = np.zeros(int(model.dom_off[-1]), dtype=np.int64)
+        x, _ = lagrange.solve_penalised(model, pen, 2, 0)
+        assert x is not None
+        raised = resource.getrlimit(resource.RLIMIT_STACK)[0]
+        want = toulbar2.STACK_BYTES if hard == resource.RLIM_INFINITY else hard
+        assert raised == resource.RLIM_INFINITY or raised >= min(want, toulbar2.STACK_BYTES)
+    finally:
+        resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))

@@ -9,6 +9,7 @@ bound and gap, the published bound's gap, wall time and peak RSS.
     python tools/bench.py                       # all benchmarks and tiled rows, full limits
     python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
     python tools/bench.py Nx2 --seed 1          # N tiled twice (maxshard generate --tile)
+    python tools/bench.py N --logs runs/        # keep each run's progress log
     python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
 
 A tiled row ``Nx2`` is benchmark N laid twice in time, joined by zero-cost

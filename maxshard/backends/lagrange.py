@@ -34,7 +34,11 @@ Each round:
    see :func:`relax`).
 
 Every solution it reports fits in memory (the relinking never leaves the
-feasible region). Each better bound is reported as soon as it is found.
+feasible region). Each better bound is reported as soon as it is found. After
+every round the loop hands its prices to the orchestrator
+(:func:`~maxshard.backend.share_state`): a worker restarted as a copy of the
+leading loop starts from them rather than from zero (see
+``orchestrate.LEADER_SWITCH``).
 """
 
 from __future__ import annotations

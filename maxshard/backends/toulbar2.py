@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import sys
 import time
 
@@ -124,6 +125,21 @@ def knapsacks(model: Model):
 PROVED_OPTIMAL, PROVED_EMPTY = 3, 4  # reader exit codes: what toulbar2 said it proved
 
 
+#: Stack toulbar2's search may use (its recursion deepens with the model: on a
+#: 14,000-variable model, two copies of U, it overflowed the usual 8 MiB and
+#: the worker died of a segmentation fault in its first relaxed solves).
+STACK_BYTES = 1 << 30
+
+
+def deep_stack() -> None:
+    """Raise this process's soft stack limit to :data:`STACK_BYTES` (or the hard
+    limit): the main thread's stack grows on demand up to it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    want = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+
+
 def run(cfn, nv: int, seconds: int, report: Report) -> tuple[bool, np.ndarray | None]:
     """Solve with a CPU-time limit; stream every printed solution to ``report``.
 
@@ -140,6 +156,7 @@ def run(cfn, nv: int, seconds: int, report: Report) -> tuple[bool, np.ndarray | 
         finally:
             os._exit(status)
     os.close(read_fd)
+    deep_stack()
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(write_fd, 1)
