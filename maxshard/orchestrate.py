@@ -422,8 +422,8 @@ class Stage(NamedTuple):
 #: 1.0056, 0.9750, 0.9792 at seeds 0-2 (reverted in the commit after 8d04c8d).
 #: The copy starts from the leader's prices (Job.state): from zero prices it
 #: spent its first rounds catching up. With them, N 0.9731-1.0133 in seven
-#: runs (mean of seeds 0-2 0.9999 against 0.9921), Nx2 and Ux2 at seed 0
-#: 1.0105 and 0.9996 (0.9730, 0.9700); S 0.9898-0.9928 (README).
+#: runs (mean of seeds 0-2 0.9999 against 0.9921), Nx2 1.0105 and 1.0120 at
+#: seeds 0 and 1 (0.9730, 0.9850); S 0.9898-0.9928 (README).
 LEADER_SWITCH = 0.5
 
 #: Share of the time that large models spend, at the end, on local search (one
