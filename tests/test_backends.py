@@ -223,14 +223,21 @@ def test_a_worker_that_dies_is_reported_and_one_that_fails_is_not_called_crashed
     assert crashed == ["backend dies crashed (its process ended without a result)"]
 
 
-@pytest.mark.parametrize("leader_runs", [True, False])
-def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugins, leader_runs):
+def _started(tmp_path, log=lambda _m: None):
+    """A small clean instance, its model, and a Best holding the model's
+    least-usage solution (offered as "start"), which the tests' fakes improve on."""
     inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
     model = reduce(inst)
-    lines: list[str] = []
-    best = Best(inst, lines.append)
+    best = Best(inst, log)
     x = model.min_usage_solution()
     best.offer(model.reconstruct(x), "start", x)
+    return inst, model, best, x
+
+
+@pytest.mark.parametrize("leader_runs", [True, False])
+def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugins, leader_runs):
+    lines: list[str] = []
+    _, model, best, _ = _started(tmp_path, lines.append)
     # "finder" improves on the start within 0.3 s; without it, "start" leads: no backend
     plan = ["hang", "finder"] if leader_runs else ["hang", "crash"]
     start = time.monotonic()
@@ -244,11 +251,7 @@ def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugi
 
 
 def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plugins):
-    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
-    model = reduce(inst)
-    best = Best(inst, lambda _m: None)
-    x = model.min_usage_solution()
-    best.offer(model.reconstruct(x), "start", x)
+    _, model, best, _ = _started(tmp_path)
     start = time.monotonic()
     run_backends(model, best, ["hang", "stateful"], start + 2.0, workers=2, switch=0.5)
     assert best.method == "stateful"
@@ -257,11 +260,7 @@ def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plug
 
 
 def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
-    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
-    model = reduce(inst)
-    best = Best(inst, lambda msg: None)
-    x = model.min_usage_solution()
-    best.offer(model.reconstruct(x), "start", x)
+    _, model, best, x = _started(tmp_path)
     start = time.monotonic()
     run_backends(model, best, ["optimal", "hang"], start + 5, workers=1)
     assert time.monotonic() - start < 2 and best.status == "optimal"
@@ -269,12 +268,8 @@ def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
 
 
 def test_streamed_bounds_are_kept_and_a_matching_one_ends_the_run(tmp_path, fake_plugins):
-    inst = generated(tmp_path, 4, nodes=40, tightness=0.3, forbidden=0.0, functional=0.0)
-    model = reduce(inst)
     messages = []
-    best = Best(inst, messages.append)
-    x = model.min_usage_solution()
-    best.offer(model.reconstruct(x), "start", x)
+    _, model, best, x = _started(tmp_path, messages.append)
     start = time.monotonic()
     outcome = run_backends(model, best, ["bounding"], start + 5)
     assert time.monotonic() - start < 2 and best.status == "optimal"

@@ -179,13 +179,13 @@ def main() -> None:
         run = run_one(
             path, limit, args.seed, args.backend, not args.no_presolve, quiet=not args.logs
         )
+        name = r["benchmark"].rsplit("-", 1)[-1]
         if args.logs:
             args.logs.mkdir(parents=True, exist_ok=True)
-            name = r["benchmark"].rsplit("-", 1)[-1]
             log = args.logs / f"{name}-seed{args.seed}-scale{args.scale:g}.log"
             log.write_text(run["stderr"])
         row = {
-            "benchmark": r["benchmark"].rsplit("-", 1)[-1],
+            "benchmark": name,
             "limit_s": limit,
             "time_s": round(run["wall"], 1),
             "rss_mb": round(run["rss_mb"]),
