@@ -426,12 +426,21 @@ class Stage(NamedTuple):
 #: seeds 0 and 1 (0.9730, 0.9850); S 0.9898-0.9928 (README).
 LEADER_SWITCH = 0.5
 
-#: Share of the time that large models spend, at the end, on local search (one
-#: seed per worker) from the best solution of the Lagrangian loops. Its exchange
-#: moves keep finding gains there after the loops stall. Measured at seed 1: N
-#: 0.9813 with 25% here, 1.0016 with 40% (its multiplier loop stalled at 90 s,
-#: the local stage still gained 1% in its last 30 s); S 1.001 and 1.006.
+#: Share of the time that large models spend, at the end, polishing the best
+#: solution of the Lagrangian loops. Measured at seed 1 with local search
+#: alone there: N 0.9813 with 25% here, 1.0016 with 40% (its multiplier loop
+#: stalled at 90 s, the local stage still gained 1% in its last 30 s).
 FINAL_POLISH = 0.4
+
+#: Backends of the final stage, one per worker in turn: large neighbourhood
+#: search (toulbar2 on a few hundred freed variables) and local search, which
+#: share their finds. Measured alone for 30 s from the same start (the best
+#: of 60-80 s of a Lagrangian loop and 30-40 s of local search), one run each:
+#: lns / local reached S 1.5380e9 / 1.5470e9 (from 1.5475e9), U 2.3767e9 /
+#: 2.4020e9 (from 2.4167e9), M 4.9947e10 / 5.0034e10 (from 5.0039e10), N
+#: 2.0330e11 / 2.0322e11 (from 2.0413e11): far ahead where memory binds, even
+#: on N, where local search's single moves keep up.
+FINAL_BACKENDS = ["lns", "local"]
 
 
 def default_stages(model: Model, workers: int = 2) -> list[Stage]:
@@ -442,9 +451,10 @@ def default_stages(model: Model, workers: int = 2) -> list[Stage]:
         # (on more cores a local search in the first stage polishes the others'
         # finds and would often lead: the switch is for the measured pair only)
         switch = LEADER_SWITCH if len(plan) == 2 else None
+        final = [FINAL_BACKENDS[k % len(FINAL_BACKENDS)] for k in range(len(plan))]
         return [
             Stage(plan, 1 - FINAL_POLISH, switch),
-            Stage(["local"] * len(plan), FINAL_POLISH),
+            Stage(final, FINAL_POLISH),
         ]
     return [Stage(plan, 1.0)]
 

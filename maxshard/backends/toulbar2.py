@@ -113,13 +113,18 @@ def knapsacks(model: Model):
         cap = int(model.limit - model.base[p])
         if sum(int(model.usage_of(int(k)).max()) for k in live) <= cap:
             continue
-        scope, parts = [], []
-        for k in live:
-            use = model.usage_of(int(k))
-            nz = np.flatnonzero(use)
-            scope.append(int(model.term_var[k]))
-            parts.append(f"{len(nz)} " + " ".join(f"{j} {-int(use[j])}" for j in nz))
-        yield scope, f"{-cap} " + " ".join(parts)
+        scope = [int(model.term_var[k]) for k in live]
+        yield scope, knapsack_params(cap, [model.usage_of(int(k)) for k in live])
+
+
+def knapsack_params(cap: int, uses: list[np.ndarray]) -> str:
+    """toulbar2's knapsack parameters for ``sum of uses[i][x_i] <= cap``: its
+    ``>=`` form, negated, listing each variable's nonzero usages."""
+    parts = []
+    for use in uses:
+        nz = np.flatnonzero(use)
+        parts.append(f"{len(nz)} " + " ".join(f"{j} {-int(use[j])}" for j in nz))
+    return f"{-cap} " + " ".join(parts)
 
 
 PROVED_OPTIMAL, PROVED_EMPTY = 3, 4  # reader exit codes: what toulbar2 said it proved
