@@ -59,6 +59,8 @@ class LNS:
         report: Report,
         seed: int = 0,
     ) -> Result:
+        if model.nv == 0:  # nothing to search (the orchestrator never asks, direct callers may)
+            return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
         rng = np.random.default_rng(seed)
         x = incumbent if incumbent is not None else model.min_usage_solution()
         if not model.fits(x):
@@ -92,7 +94,7 @@ class LNS:
             trial = x.copy()
             trial[free] = y
             new = model.cost(trial)
-            if new < cost and model.fits(trial) and not model.forbidden(trial):
+            if new < cost and model.fits(trial):  # (forbidden picks: priced in the cost)
                 x, cost, load = trial, new, model.load(trial)
                 report(x.copy())
         if DEBUG and stats:
@@ -124,7 +126,8 @@ class Graph:
 
     def terms_of(self, free: np.ndarray) -> np.ndarray:
         """The memory terms of the variables ``free``."""
-        return np.concatenate([self.terms[self.term_off[v] : self.term_off[v + 1]] for v in free])
+        parts = [self.terms[self.term_off[v] : self.term_off[v + 1]] for v in free]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def term_text(self, k: int) -> str:
         """Term ``k``'s part of a toulbar2 knapsack (see toulbar2.knapsack_params)."""
