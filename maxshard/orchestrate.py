@@ -113,6 +113,7 @@ class Job:
     conn: Connection
     state: object = None  # the last search state the backend handed over
     answered: bool = False  # sent its result (or its error) before its pipe closed
+    best: int | None = None  # model cost of the best solution it reported
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
@@ -301,6 +302,7 @@ def run_backends(
                     running.remove(job)
                     continue
                 if msg[0] == "solution":
+                    _note(job, model, msg[1])
                     offer(msg[1], job.name)
                 elif msg[0] == "bound":
                     if not proofs_hold:
@@ -323,6 +325,7 @@ def run_backends(
                         status = UNPROVEN.get(status, status)
                     outcome[job.name] = status
                     if x is not None:
+                        _note(job, model, x)
                         offer(x, job.name)
                     if bound is not None and proofs_hold:
                         best.bound(bound, job.name)
@@ -343,6 +346,13 @@ def run_backends(
     return outcome
 
 
+def _note(job: Job, model: Model, x: np.ndarray) -> None:
+    """Keep the cost of the best solution ``job`` reported (logged at the switch)."""
+    cost = model.cost(x)
+    if job.best is None or cost < job.best:
+        job.best = cost
+
+
 def _follow_the_leader(
     running: list[Job], best: Best, seed: int, model: Model, deadline: float, shared: Shared
 ) -> None:
@@ -354,6 +364,10 @@ def _follow_the_leader(
     if not leading:
         return
     state = leading[0].state
+    best.log(
+        "at the switch, each worker's best: "
+        + ", ".join(f"{job.name} {job.best:.6g}" for job in running if job.best is not None)
+    )
     for k, job in enumerate([job for job in running if job.name != leader]):
         _stop(job)
         running.remove(job)

@@ -248,6 +248,13 @@ def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugi
         ["hang restarts as finder, which found the best so far"] if leader_runs else []
     )
     assert best.method == ("finder" if leader_runs else "start")
+    # each worker's own best is logged at the switch: only the finder reported one
+    switch = [line for line in lines if line.startswith("at the switch")]
+    if leader_runs:
+        own = model.cost(best.model_x)  # the copy restarted at the switch found no better
+        assert switch == [f"at the switch, each worker's best: finder {own:.6g}"]
+    else:
+        assert switch == []
 
 
 def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plugins):
