@@ -162,8 +162,8 @@ def solve_cmd(
     small ones toulbar2 with the Lagrangian loop beside it (for the bound); on
     large ones the two Lagrangian loops (halfway, the one behind restarts as a
     copy of the one ahead), then large neighbourhood search and local search
-    from their best for the last 40% of the time. A seed changes the backends' random choices;
-    results still depend on timing.
+    from their best for the last 40% of the time. A seed changes the backends'
+    random choices; results still depend on timing.
     """
     log = Progress(sys.stderr.fileno(), quiet)
     try:
