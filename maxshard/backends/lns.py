@@ -26,7 +26,6 @@ caller.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -74,8 +73,8 @@ class LNS:
         stats: list = []
         while time.monotonic() + 1.5 < deadline:
             other = shared_best(report)
-            if other is not None and model.cost(other) < cost:
-                x, cost, load = other.copy(), model.cost(other), model.load(other)
+            if other is not None and (theirs := model.cost(other)) < cost:
+                x, cost, load = other.copy(), theirs, model.load(other)
             if rng.random() < 0.5 or model.limit is None:
                 free = graph.walk(rng, size)
             else:
@@ -221,9 +220,9 @@ def improve(
             for i, v in enumerate(free):
                 wcsp.makeEnumeratedVariable(f"x{i}", 0, int(model.dom_size[v]) - 1)
             for i in range(len(free)):
-                wcsp.postUnaryConstraint(i, _costs(unary[i]), False)
+                wcsp.postUnaryConstraint(i, toulbar2.float_costs(unary[i]), False)
             for i, j, t in binary:
-                wcsp.postBinaryConstraint(i, j, _costs(t.ravel()), False)
+                wcsp.postBinaryConstraint(i, j, toulbar2.float_costs(t.ravel()), False)
             for scope, params in room.knapsacks(rows, index) if room is not None else ():
                 wcsp.postKnapsackConstraint(scope, params, False, True)
             with quiet():
@@ -243,10 +242,6 @@ def improve(
 #: knapsacks posted at first (those with the least room); the rest come when
 #: an answer overflows them, for at most ``LAZY_ROUNDS`` solves
 TIGHTEST, LAZY_ROUNDS = 16, 4
-
-
-def _costs(values: np.ndarray) -> list[float]:
-    return [math.inf if c >= FORBIDDEN else float(c) for c in values.tolist()]
 
 
 class Room:

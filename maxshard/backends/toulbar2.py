@@ -75,7 +75,8 @@ class Toulbar2:
         return Result(Status.FEASIBLE, x)
 
 
-def _costs(values: np.ndarray) -> list[float]:
+def float_costs(values: np.ndarray) -> list[float]:
+    """Costs as toulbar2 takes them: doubles, forbidden ones infinite (hard)."""
     out = values.astype(np.float64)
     out[values >= FORBIDDEN] = math.inf
     return out.tolist()
@@ -91,10 +92,11 @@ def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: 
     for v in range(model.nv):
         wcsp.makeEnumeratedVariable(f"x{v}", 0, int(model.dom_size[v]) - 1)
     for v in range(model.nv):
-        wcsp.postUnaryConstraint(v, _costs(unary[model.dom_off[v] : model.dom_off[v + 1]]), False)
+        costs = float_costs(unary[model.dom_off[v] : model.dom_off[v + 1]])
+        wcsp.postUnaryConstraint(v, costs, False)
     for e in range(model.m):
         u, v = int(model.edge_u[e]), int(model.edge_v[e])
-        wcsp.postBinaryConstraint(u, v, _costs(model.table(e).ravel()), False)
+        wcsp.postBinaryConstraint(u, v, float_costs(model.table(e).ravel()), False)
     if memory and model.limit is not None:
         for scope, params in knapsacks(model):
             wcsp.postKnapsackConstraint(scope, params, False, True)
