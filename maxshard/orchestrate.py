@@ -113,7 +113,7 @@ class Job:
     conn: Connection
     state: object = None  # the last search state the backend handed over
     answered: bool = False  # sent its result (or its error) before its pipe closed
-    best: int | None = None  # model cost of the best solution it reported
+    best: int | None = None  # model cost of its best solution before the switch
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
@@ -302,7 +302,8 @@ def run_backends(
                     running.remove(job)
                     continue
                 if msg[0] == "solution":
-                    _note(job, model, msg[1])
+                    if switch_at is not None:  # read only at the switch
+                        _note(job, model, msg[1])
                     offer(msg[1], job.name)
                 elif msg[0] == "bound":
                     if not proofs_hold:
@@ -325,7 +326,8 @@ def run_backends(
                         status = UNPROVEN.get(status, status)
                     outcome[job.name] = status
                     if x is not None:
-                        _note(job, model, x)
+                        if switch_at is not None:
+                            _note(job, model, x)
                         offer(x, job.name)
                     if bound is not None and proofs_hold:
                         best.bound(bound, job.name)
@@ -347,7 +349,8 @@ def run_backends(
 
 
 def _note(job: Job, model: Model, x: np.ndarray) -> None:
-    """Keep the cost of the best solution ``job`` reported (logged at the switch)."""
+    """Keep the cost of the best solution ``job`` reported (logged at the switch;
+    not kept after it, where each report would cost one more model.cost)."""
     cost = model.cost(x)
     if job.best is None or cost < job.best:
         job.best = cost
