@@ -172,7 +172,7 @@ def test_a_cut_short_relaxed_solve_still_bounds_the_optimum(tmp_path, monkeypatc
     multipliers = [scale * rng.random(len(model.base)) for scale in (0.0, 0.5, 2.0)]
     proved = [relax(model, lam, 5, seed)[1] for lam in multipliers]
     real_run = toulbar2.run
-    monkeypatch.setattr(toulbar2, "run", lambda *a: (False, real_run(*a)[1]))
+    monkeypatch.setattr(toulbar2, "run", lambda *a, **k: (False, real_run(*a, **k)[1]))
     for lam, exact in zip(multipliers, proved, strict=True):
         _, bound = relax(model, lam, 5, seed)
         assert bound is not None and bound <= best
@@ -194,6 +194,29 @@ def test_a_search_cut_short_proves_nothing():
     lines = ["New solution: 7 (1 backtracks)\n", " 0 2 1\n", "Optimum: 7 in 3 backtracks\n"]
     assert _forward(lines, 3, found.append) == PROVED_OPTIMAL
     assert [x.tolist() for x in found] == [[0, 2, 1]]
+
+
+def test_a_search_given_grace_still_stops_at_its_time_once_it_has_a_solution(tmp_path):
+    """With ``grace``, toulbar2 may go on past ``seconds`` only while it has found
+    nothing: a search that finds solutions at once but cannot finish (a random
+    500-variable network) ends after ``seconds``, stopped by the reader with
+    toulbar2's own time-out signal; a late stray signal does no harm."""
+    import os
+    import signal
+
+    from maxshard.backends import toulbar2
+
+    inst = generated(
+        tmp_path, 1, nodes=600, edges=2400, max_strategies=6, forbidden=0.0, functional=0.0
+    )
+    model = reduced_or_skip(inst)
+    cfn = toulbar2.build(model, model.unary, 0, None, memory=False)
+    start = time.monotonic()
+    proved, x = toulbar2.run(cfn, model.nv, 1, lambda _x: None, grace=8)
+    assert time.monotonic() - start < 4  # not the 9 s toulbar2's own timer allows
+    assert not proved and x is not None and len(x) == model.nv
+    os.kill(os.getpid(), signal.SIGVTALRM)  # as if the reader signalled just after the end
+    time.sleep(0.05)  # still alive: the signal is ignored once the search is over
 
 
 def test_toulbar2_runs_with_a_deep_stack(tmp_path):

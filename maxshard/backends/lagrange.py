@@ -361,7 +361,8 @@ def solve_penalised(
             cfn.NoPreprocessing()
     except Contradiction:  # only forbidden assignments remain: nothing to relax toward
         return None, None
-    proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None)
+    # up to twice the time while it has found nothing (see toulbar2.run)
+    proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None, grace=seconds)
     if x is None:
         return None, None
     if proved:
