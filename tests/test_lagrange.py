@@ -144,6 +144,30 @@ def test_a_restarted_loop_goes_on_from_the_prices_it_inherits(tmp_path, monkeypa
     assert np.array_equal(priced[0], warm)
 
 
+def test_a_relaxed_solve_may_run_longer_until_it_finds_a_solution_but_not_past_the_deadline(
+    tmp_path, monkeypatch
+):
+    from maxshard.backends import lagrange
+
+    _, model = model_for(
+        tmp_path, 3, nodes=150, max_strategies=5, forbidden=0.0, functional=0.0, tightness=0.15
+    )
+    monkeypatch.setattr(Lagrange, "relax_seconds", 2)
+    calls = []  # (time left, seconds, grace) of each relaxed solve
+    real = lagrange.solve_penalised
+
+    def spy(m, pen, seconds, seed, light=False, grace=0):
+        calls.append((deadline - time.monotonic(), seconds, grace))
+        return real(m, pen, seconds, seed, light, grace)
+
+    monkeypatch.setattr(lagrange, "solve_penalised", spy)
+    deadline = time.monotonic() + 9
+    Lagrange().solve(model, deadline, None, Recorder(), 0)
+    assert calls[0][2] == calls[0][1]  # early on: up to twice the time
+    assert all(seconds + grace < left for left, seconds, grace in calls)
+    assert any(grace < seconds for _, seconds, grace in calls)  # the last, near the deadline
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_lagrangian_bound_never_exceeds_the_optimum(tmp_path, seed):
     from .conftest import brute_force

@@ -20,7 +20,8 @@ Each round:
 
 1. *relax*: solve the priced, memory-free problem with toulbar2 under a short
    time limit (a heuristic here: such solves are rarely proven optimal on
-   large models);
+   large models), longer only while it has found nothing: a lost round
+   changed a loop's whole course (:func:`~maxshard.backends.toulbar2.run`);
 2. *repair and relink*: repair the relaxed solution greedily until it fits,
    and walk the best solution toward the relaxed one (each variable takes its
    relaxed value where memory allows); *polish* both with the local search's
@@ -124,7 +125,9 @@ class Lagrange:
         while time.monotonic() + seconds + 1 < deadline:
             rounds += 1
             raw = prices.penalties()
-            x_r, relaxed = solve_penalised(model, whole(raw), seconds, seed + rounds, light)
+            # longer while it finds nothing (see toulbar2.run), not past the deadline
+            grace = max(0, min(seconds, math.floor(deadline - time.monotonic()) - seconds - 1))
+            x_r, relaxed = solve_penalised(model, whole(raw), seconds, seed + rounds, light, grace)
             end = min(deadline, time.monotonic() + self.bound_seconds)
             if improve_bound(prices.bound(raw, relaxed, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
@@ -338,7 +341,7 @@ def whole(pen: np.ndarray) -> np.ndarray:
 
 
 def solve_penalised(
-    model: Model, pen: np.ndarray, seconds: int, seed: int, light: bool = False
+    model: Model, pen: np.ndarray, seconds: int, seed: int, light: bool = False, grace: int = 0
 ) -> tuple[np.ndarray | None, int | None]:
     """A good solution of the memory-free problem with unary costs raised by
     ``pen`` (int64 per value), and a lower bound on that problem's optimum:
@@ -348,6 +351,8 @@ def solve_penalised(
     ``light`` turns toulbar2's preprocessing off: on S (domains up to 853) its
     preprocessing alone used the 3 s budget and no solution came out, while
     without it a solution did; on M and N it is the other way round.
+    ``grace``: more seconds the solve may take while it has found nothing
+    (:func:`~maxshard.backends.toulbar2.run`).
 
     (Seeding toulbar2 with the incumbent's penalised cost as upper bound was
     tried: on S it often found nothing better in time, and rounds stalled.)
@@ -361,8 +366,7 @@ def solve_penalised(
             cfn.NoPreprocessing()
     except Contradiction:  # only forbidden assignments remain: nothing to relax toward
         return None, None
-    # up to twice the time while it has found nothing (see toulbar2.run)
-    proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None, grace=seconds)
+    proved, x = toulbar2.run(cfn, model.nv, seconds, lambda _x: None, grace)
     if x is None:
         return None, None
     if proved:
