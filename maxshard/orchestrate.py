@@ -446,20 +446,25 @@ LEADER_SWITCH = 0.5
 #: Share of the time that large models spend, at the end, polishing the best
 #: solution of the Lagrangian loops. Measured at seed 1 with local search
 #: alone there: N 0.9813 with 25% here, 1.0016 with 40% (its multiplier loop
-#: stalled at 90 s, the local stage still gained 1% in its last 30 s).
+#: stalled at 90 s, the local stage still gained 1% in its last 30 s). With
+#: priced neighbourhoods in the final stage, 60% there at half the limits
+#: (the first stage ending at 48 s on S, 36 s on N) ended worse than 40%
+#: in all three seeds tried: S 1.5214-1.5335e9 against 1.5128-1.5249e9, N
+#: 1.9940-2.0106e11 against 1.9809-2.0012e11 (the loops' basin matters).
 FINAL_POLISH = 0.4
 
 #: Backends of the final stage, one per worker in turn: large neighbourhood
-#: search (toulbar2 on a few hundred freed variables) and local search, which
-#: share their finds. Measured alone for 30 s from the same start (the best
-#: of 60-80 s of a Lagrangian loop and 30-40 s of local search), one run each:
-#: lns / local reached S 1.5380e9 / 1.5470e9 (from 1.5475e9), U 2.3767e9 /
-#: 2.4020e9 (from 2.4167e9), M 4.9947e10 / 5.0034e10 (from 5.0039e10), N
-#: 2.0330e11 / 2.0322e11 (from 2.0413e11): far ahead where memory binds, even
-#: on N, where local search's single moves keep up. In the default plan
-#: (README, three seeds at c87d699): N 1.0010-1.0086 (mean 0.9999 -> 1.0048),
-#: S 1.0036 and 1.0079 where the term-priced loop led at the switch.
-FINAL_BACKENDS = ["lns", "local"]
+#: search (toulbar2 on a few hundred freed variables, most of them with memory
+#: priced and repaired afterwards) on two workers, then local search, all
+#: sharing their finds. Measured from the same starts (the best of the first
+#: stage at half the limits), three seeds, lns beside lns / beside local: S in
+#: 48 s 1.5128-1.5249e9 / 1.5154-1.5865e9 (from 1.5908e9; the lns beside
+#: local missed the priced move's big gain at one seed), N in 36 s
+#: 1.9809-2.0012e11 / 1.9942-1.9972e11 (from 2.0516e11), U in 60 s (two seeds)
+#: 2.2506-2.2557e9 / 2.2530-2.2564e9, M in 36 s 4.99196-4.99199e10 /
+#: 4.99200-4.99205e10. Before the priced moves (lns with knapsacks only, beside
+#: local, README at c87d699): N 1.0010-1.0086, S 1.0036 and 1.0079 at full limits.
+FINAL_BACKENDS = ["lns", "lns", "local"]
 
 
 def default_stages(model: Model, workers: int = 2) -> list[Stage]:

@@ -448,8 +448,9 @@ def test_default_plan_gives_every_worker_a_backend():
     assert default_stages(large, 2)[0] == Stage(
         default_plan(large, 2), 1 - FINAL_POLISH, LEADER_SWITCH
     )
-    # the final stage: large neighbourhood search and local search in turn
-    assert stages[-1] == Stage(["lns", "local", "lns", "local"], FINAL_POLISH)
+    # the final stage: large neighbourhood search on two workers, then local search
+    assert stages[-1] == Stage(["lns", "lns", "local", "lns"], FINAL_POLISH)
+    assert default_stages(large, 2)[-1].backends == ["lns", "lns"]
     assert default_stages(large, 1)[-1].backends == ["lns"]
     assert default_stages(small, 3) == [Stage(default_plan(small, 3), 1.0)]
 

@@ -9,7 +9,6 @@ from maxshard.backends.lagrange import (
     TermWeights,
     penalties,
     relax,
-    repair,
     term_penalties,
 )
 from maxshard.backends.local import Search
@@ -80,7 +79,7 @@ def test_repair_restores_memory_feasibility(tmp_path, seed):
         pytest.skip("no assignment without forbidden costs")
     search = Search(model, seed)
     search.reset(x)
-    assert repair(search, time.monotonic() + 10)
+    assert search.repair(time.monotonic() + 10)
     assert model.fits(search.x)
     assert np.array_equal(search.load, model.load(search.x))
 

@@ -4,10 +4,13 @@ import numpy as np
 import pytest
 
 from maxshard.backends import lns
-from maxshard.backends.lns import LNS, Graph, Room
+from maxshard.backends.lns import LNS, Graph, Price, Room, improve, priced
+from maxshard.backends.local import Search
 from maxshard.evaluate import evaluate
+from maxshard.reader import read_instance
+from maxshard.reduce import reduce
 
-from .conftest import brute_force, generated, reduced_or_skip
+from .conftest import brute_force, generated, reduced_or_skip, write_problem
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -51,6 +54,7 @@ def test_lns_freeing_everything_finds_the_optimum(tmp_path, monkeypatch, seed, t
     model = reduced_or_skip(inst)
     backend = LNS()
     backend.size = backend.smallest = model.nv
+    backend.priced_share = 0.0  # exact moves only: one of them frees everything
     reports = []
     result = backend.solve(model, time.monotonic() + 2.5, None, reports.append, seed)
     for x in [*reports, result.solution]:
@@ -96,3 +100,93 @@ def test_lns_adopts_a_better_solution_from_another_worker(tmp_path):
 
     result = LNS().solve(model, time.monotonic() + 1.6, start, Report(), 0)
     assert model.cost(result.solution) <= model.cost(better)
+
+
+def _trade(tmp_path):
+    """Two nodes live at the same time, no edge, limit 10. Node a costs 10 at
+    usage 5 or 0 at usage 8; node b costs 0 at usage 5 or 1 at usage 2. From
+    (0, 0) (cost 10, load 10) the optimum (1, 1) (cost 1, load 10) needs both
+    to change: a alone overflows, so a neighbourhood of a alone, with the room
+    b leaves it, has nothing better."""
+    problem = {
+        "problem": {
+            "name": "trade",
+            "nodes": {
+                "intervals": [[0, 1], [0, 1]],
+                "costs": [[10, 0], [0, 1]],
+                "usages": [[5, 8], [5, 2]],
+            },
+            "edges": {"nodes": [], "costs": []},
+            "usage_limit": 10,
+        }
+    }
+    inst = read_instance(write_problem(tmp_path / "trade.json", problem))
+    model = reduce(inst)
+    assert model.nv == 2  # presolve keeps both: neither value dominates
+    return inst, model
+
+
+def test_priced_move_trades_memory_with_variables_outside_the_neighbourhood(tmp_path):
+    inst, model = _trade(tmp_path)
+    # the model's variables follow the nodes; find a's
+    a = int(model.node_var[0])
+    x = np.array([0, 0], dtype=np.int64)
+    x[a] = int(np.flatnonzero(model.node_map[model.map_off[0] : model.map_off[1]] == 0)[0])
+    x[1 - a] = int(np.flatnonzero(model.node_map[model.map_off[1] : model.map_off[2]] == 0)[0])
+    assert model.cost(x) == 10 and model.fits(x)
+    graph, free = Graph(model), np.array([a])
+    deadline = time.monotonic() + 5
+    assert improve(model, graph, x, model.load(x), free, 0, deadline) is None
+    rng = np.random.default_rng(0)
+    search = Search(model, 0)
+    pen = Price(model, model.cost(x)).penalties(1.0)  # a unit of usage costs 1
+    y = priced(model, graph, search, x, free, pen, rng, deadline)
+    assert y is not None and model.fits(y) and model.cost(y) == 1
+    assert evaluate(inst, model.reconstruct(y)).cost == 1
+    # priced so high that using more memory never pays: nothing cheaper at that price
+    dear = Price(model, model.cost(x)).penalties(100.0)
+    assert priced(model, graph, search, x, free, dear, rng, deadline) is None
+
+
+def test_price_follows_the_draws_that_gained(tmp_path):
+    _, model = _trade(tmp_path)
+    price = Price(model, 10**6)
+    start = price.centre()
+    assert start == pytest.approx(2 * 10**6 / model.limit)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        lam, step = price.draw(rng)
+        assert start / 2**1.5 - 1e-9 <= lam <= start * 2**1.5 + 1e-9
+    price.learn(1.0, 100)  # a gain above the centre: the centre rises by RATE * step
+    assert price.centre() == pytest.approx(start * 2**price.RATE)
+    price.learn(-1.0, 100)  # as large a gain below it: back where it was
+    assert price.centre() == pytest.approx(start)
+    for _ in range(18):
+        price.learn(0.0, 100)
+    price.learn(1.0, 10**9)  # an outsized gain moves it 4 steps' worth, no more
+    assert price.centre() == pytest.approx(start * 2 ** (4 * price.RATE))
+    pen = price.penalties(2.0)
+    # each value pays the price times its usage over its term's share of the points
+    for k in range(len(model.term_var)):
+        v = model.term_var[k]
+        share = (model.term_hi[k] - model.term_lo[k]) / len(model.base)
+        got = pen[model.dom_off[v] : model.dom_off[v + 1]]
+        assert np.array_equal(got, np.floor(2.0 * share * model.usage_of(k)).astype(np.int64))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_priced_moves_alone_report_fitting_ever_cheaper_solutions(tmp_path, seed):
+    inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
+    model = reduced_or_skip(inst)
+    if model.limit is None or not len(model.base):
+        pytest.skip("no memory constraint left after presolve")
+    start = model.min_usage_solution()
+    backend = LNS()
+    backend.priced_share = 1.0
+    reports = []
+    result = backend.solve(model, time.monotonic() + 2.5, start, reports.append, seed)
+    costs = [model.cost(x) for x in reports]
+    assert reports and costs == sorted(costs, reverse=True) and len(set(costs)) == len(costs)
+    assert costs[-1] < model.cost(start)
+    for x in [*reports, result.solution]:
+        assert evaluate(inst, model.reconstruct(x)).feasible and model.fits(x)

@@ -168,7 +168,7 @@ class Lagrange:
         first and for twice the time)."""
         found = []
         search.reset(x_r)
-        if repair(search, min(deadline, time.monotonic() + self.repair_seconds)):
+        if search.repair(min(deadline, time.monotonic() + self.repair_seconds)):
             search.descend(deadline)
             found.append(search.x.copy())
         search.reset(best_x)
@@ -397,23 +397,6 @@ def _dual(model: Model, lam: np.ndarray, relaxed: int) -> int:
     problem's optimum (see :func:`relax`)."""
     slack = float(lam @ (model.limit - model.base).astype(np.float64))
     return math.floor(relaxed - slack * (1 + 1e-9) - 1)
-
-
-def repair(search: Search, deadline: float, max_moves: int = 20_000) -> bool:
-    """Greedy memory repair: at the most overloaded point, make the change that
-    saves usage there at the smallest cost increase per unit saved, among the
-    changes that overload no other point (so the total overflow only shrinks)."""
-    for _ in range(max_moves):
-        p, level = search.peak()
-        if p < 0 or level <= search.limit:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        v, value = search.repair_move(p)
-        if v < 0:
-            return False  # stuck: no single change helps without harm elsewhere
-        search.move(v, value)
-    return False
 
 
 def relink(search: Search, target: np.ndarray) -> None:

@@ -1,31 +1,42 @@
-"""Large neighbourhood search: free a few dozen variables, solve them exactly.
+"""Large neighbourhood search: free a few hundred variables, solve them exactly.
 
 Local search moves one variable at a time (or trades memory greedily between
 a few); where a better solution needs many variables to change together it
 stalls. This backend keeps every variable but a *neighbourhood* fixed and lets
-toulbar2 find the best assignment of the neighbourhood under the memory left
-to it:
+toulbar2 find the best assignment of the neighbourhood, in one of two ways:
+
+* *exact*: under the memory the fixed variables leave it (one knapsack per
+  stretch of time where the free variables' live set is constant, with the
+  room at its most loaded point), its initial upper bound the neighbourhood's
+  current cost, so only strictly better assignments count;
+* *priced*: with memory left out and paid for instead, at a price per unit of
+  usage (:class:`Price`); the whole solution is then repaired greedily until it
+  fits (the repair may change any variable, inside the neighbourhood or not)
+  and descended around the changes. This is the move that trades memory
+  between the neighbourhood and the rest of the model: on S, one connected
+  change of 464 variables, repaired, takes a solution from 1.591e9 to 1.533e9,
+  and its variables alone overflow memory, so no exact neighbourhood that
+  holds them can make it.
+
+The loop:
 
 1. start from the incumbent (or the minimum-usage assignment) and adopt a
    better solution of another worker whenever one appears;
 2. pick a neighbourhood: a breadth-first walk over the edges from a random
    variable, or the variables live at one of the most loaded points;
-3. build the sub-problem: each free variable's unary costs plus the edge costs
-   to its fixed neighbours; edge tables between free variables; one knapsack
-   per stretch of time where the free variables' live set is constant, with
-   the room the fixed variables leave at its most loaded point;
-4. solve it with toulbar2, its initial upper bound the neighbourhood's current
-   cost (so only strictly better assignments count), and keep what it finds;
-5. grow the neighbourhood while toulbar2 finishes quickly, shrink it when it
-   runs into its time limit.
+3. solve it, priced (:attr:`LNS.priced_share` of the moves, where memory
+   binds) or exact, and keep the result if it is cheaper and fits;
+4. exact moves: grow the neighbourhood while toulbar2 finishes quickly, shrink
+   it when it runs into its time limit; priced moves: draw the size and the
+   price at random around a centre that follows the moves that gained.
 
-Every solution it reports fits in memory (the knapsacks hold exactly the
-room the fixed variables leave), and is re-costed exactly here and by the
-caller.
+Every solution it reports fits in memory and is re-costed exactly here and by
+the caller.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -36,6 +47,8 @@ from ..backend import Capabilities, Report, Result, Status, shared_best
 from ..instance import FORBIDDEN
 from ..model import Model, offsets
 from . import toulbar2
+from .lagrange import term_penalties, whole
+from .local import Search
 
 #: MAXSHARD_DEBUG=1 prints the solves' count, mean size and time, and successes.
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
@@ -45,10 +58,16 @@ class LNS:
     name = "lns"
     capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
 
-    #: variables freed at the start; adapted between ``smallest`` and ``largest``
+    #: variables freed by an exact move at the start; adapted between ``smallest`` and ``largest``
     size, smallest, largest = 30, 8, 2000
-    #: a solve that ends within this share of its limit counts as quick: grow
+    #: an exact solve that ends within this share of its limit counts as quick: grow
     quick = 0.05
+    #: share of the moves that price memory instead of posting it (where memory binds)
+    priced_share = 0.75
+    #: variables freed by a priced move: log-uniform within a factor 2 of this.
+    #: Measured on S from the same start, 25 s: 150 found nothing, 400 reached
+    #: 1.544e9, 1000 1.566e9 (U: 2.320e9, 2.293e9, 2.308e9).
+    priced_size = 400
 
     def solve(
         self,
@@ -69,41 +88,105 @@ class LNS:
         x = np.array(x, dtype=np.int64)
         cost, load = model.cost(x), model.load(x)
         graph = Graph(model)
+        binds = model.limit is not None and len(model.base) > 0
+        search = Search(model, seed) if binds else None
+        price = Price(model, cost) if binds else None
         size = self.size
         stats: list = []
         while time.monotonic() + 1.5 < deadline:
             other = shared_best(report)
             if other is not None and (theirs := model.cost(other)) < cost:
                 x, cost, load = other.copy(), theirs, model.load(other)
-            if rng.random() < 0.5 or model.limit is None:
-                free = graph.walk(rng, size)
-            else:
-                free = graph.window(rng, load, size)
             started = time.monotonic()
-            y = improve(model, graph, x, load, free, int(rng.integers(2**31)), deadline)
-            took = time.monotonic() - started
-            if took >= 0.9:
-                size = max(self.smallest, size * 3 // 4)
-            elif took < self.quick:
-                size = min(self.largest, size + max(2, size // 10))
+            is_priced = price is not None and rng.random() < self.priced_share
+            if is_priced:
+                free = graph.walk(rng, int(self.priced_size * 2 ** rng.uniform(-1, 1)))
+                lam, step = price.draw(rng)
+                pen = price.penalties(lam)
+                trial = priced(model, graph, search, x, free, pen, rng, deadline)
+            else:
+                if rng.random() < 0.5 or not binds:
+                    free = graph.walk(rng, size)
+                else:
+                    free = graph.window(rng, load, size)
+                y = improve(model, graph, x, load, free, int(rng.integers(2**31)), deadline)
+                took = time.monotonic() - started
+                if took >= 0.9:
+                    size = max(self.smallest, size * 3 // 4)
+                elif took < self.quick:
+                    size = min(self.largest, size + max(2, size // 10))
+                trial = None
+                if y is not None:
+                    trial = x.copy()
+                    trial[free] = y
+            new = model.cost(trial) if trial is not None else cost
+            better = new < cost and model.fits(trial)  # (forbidden picks: priced in the cost)
             if DEBUG:
-                stats.append((len(free), took, y is not None))
-            if y is None:
-                continue
-            trial = x.copy()
-            trial[free] = y
-            new = model.cost(trial)
-            if new < cost and model.fits(trial):  # (forbidden picks: priced in the cost)
+                stats.append((is_priced, len(free), time.monotonic() - started, better))
+            if better:
+                if is_priced:
+                    price.learn(step, cost - new)
                 x, cost, load = trial, new, model.load(trial)
                 report(x.copy())
         if DEBUG and stats:
             a = np.array(stats, dtype=float)
-            print(
-                f"lns: {len(a)} solves, size {a[:, 0].mean():.0f}, {a[:, 1].mean():.3f} s, "
-                f"{int(a[:, 2].sum())} better",
-                file=sys.stderr,
-            )
+            for flag, kind in ((0.0, "exact"), (1.0, "priced")):
+                b = a[a[:, 0] == flag]
+                if len(b):
+                    print(
+                        f"lns {kind}: {len(b)} solves, size {b[:, 1].mean():.0f}, "
+                        f"{b[:, 2].mean():.3f} s, {int(b[:, 3].sum())} better",
+                        file=sys.stderr,
+                    )
+            if price is not None:
+                print(f"lns price centre {price.centre():.4g}", file=sys.stderr)
         return Result(Status.FEASIBLE, x)
+
+
+class Price:
+    """The price per unit of memory usage of the priced moves, learned online.
+
+    A value pays ``lam`` times its usage times the share of the kept points
+    its term spans (a uniform multiplier on every point). Too low a price and
+    the neighbourhood takes cheap values that overflow, which the repair then
+    pays dearly to undo; too high and it keeps what it has. Each move draws
+    ``log2 lam`` uniformly within ``SPREAD`` of a centre; a move that gained
+    pulls the centre toward its draw, in proportion to its gain relative to
+    the recent gains (a smoothed-gradient step on the expected gain). The
+    centre starts at twice the cost per unit of the usage limit.
+
+    Measured from the same starts (36 s, one worker): the best fixed prices
+    differ by model (U about 3, N 3-10, S 10-20, and M barely gains at any);
+    the learned one reached S 1.541-1.553e9, N 1.988-1.989e11, U 2.268-2.302e9,
+    the best fixed price's results or better.
+    """
+
+    SPREAD = 1.5
+    RATE = 0.25
+
+    def __init__(self, model: Model, cost: int) -> None:
+        self.model = model
+        assert model.limit is not None
+        self.log_centre = math.log2(max(cost, 1) / max(model.limit, 1)) + 1
+        self.span = (model.term_hi - model.term_lo) / max(1, len(model.base))
+        self.gains: list[int] = []
+
+    def centre(self) -> float:
+        return 2.0**self.log_centre
+
+    def draw(self, rng: np.random.Generator) -> tuple[float, float]:
+        """(a price, its offset from the centre in log2 units)."""
+        step = float(rng.uniform(-self.SPREAD, self.SPREAD))
+        return 2.0 ** (self.log_centre + step), step
+
+    def learn(self, step: float, gain: int) -> None:
+        self.gains.append(gain)
+        recent = float(np.mean(self.gains[-20:]))
+        self.log_centre += self.RATE * step * min(gain / recent, 4.0)
+
+    def penalties(self, lam: float) -> np.ndarray:
+        """Per value (int64): its price at ``lam``."""
+        return whole(term_penalties(self.model, lam * self.span))
 
 
 class Graph:
@@ -126,6 +209,11 @@ class Graph:
     def terms_of(self, free: np.ndarray) -> np.ndarray:
         """The memory terms of the variables ``free``."""
         parts = [self.terms[self.term_off[v] : self.term_off[v + 1]] for v in free]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def neighbours(self, vs: np.ndarray) -> np.ndarray:
+        """The variables adjacent to any of ``vs`` (with repeats)."""
+        parts = [self.adj_other[self.adj_off[v] : self.adj_off[v + 1]] for v in vs]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def term_text(self, k: int) -> str:
@@ -172,6 +260,58 @@ class Graph:
         return np.sort(np.argpartition(key, min(size, model.nv) - 1)[:size]).astype(np.int64)
 
 
+class Neighbourhood:
+    """The sub-problem of the variables ``free`` with all others fixed as in
+    ``x``: each free variable's unary costs plus the rows of its tables toward
+    fixed neighbours (exact integers), the tables between free variables, and
+    the current assignment's cost on it."""
+
+    def __init__(self, model: Model, graph: Graph, x: np.ndarray, free: np.ndarray) -> None:
+        self.model, self.free = model, free
+        index = np.full(model.nv, -1, dtype=np.int64)
+        index[free] = np.arange(len(free))
+        self.index = index
+        unary: list[np.ndarray] = [model.unary_of(int(v)).astype(object) for v in free]
+        binary: list[tuple[int, int, np.ndarray]] = []
+        for i, v in enumerate(free):
+            for e, w in zip(
+                graph.adj_edge[graph.adj_off[v] : graph.adj_off[v + 1]],
+                graph.adj_other[graph.adj_off[v] : graph.adj_off[v + 1]],
+                strict=True,
+            ):
+                table = model.table(int(e))
+                first = model.edge_u[e] == v
+                if index[w] < 0:  # fixed neighbour: a row (or column) joins the unary costs
+                    row = table[:, x[w]] if first else table[x[w], :]
+                    unary[i] = unary[i] + row.astype(object)
+                elif first:
+                    binary.append((i, int(index[w]), table))
+        self.unary, self.binary = unary, binary
+        self.current = sum(int(unary[i][x[v]]) for i, v in enumerate(free)) + sum(
+            int(t[x[free[i]], x[free[j]]]) for i, j, t in binary
+        )
+
+    def cfn(self, ub: int, seed: int, extra: np.ndarray | None = None):
+        """A toulbar2 problem of the neighbourhood (``extra``: int64 costs added to
+        the free variables' values, laid out as the model's) that only accepts
+        assignments cheaper than ``ub``."""
+        import pytoulbar2
+
+        model = self.model
+        cfn = pytoulbar2.CFN(ubinit=float(ub), verbose=-1, seed=seed)
+        wcsp = cfn.CFN.wcsp
+        for i, v in enumerate(self.free):
+            wcsp.makeEnumeratedVariable(f"x{i}", 0, int(model.dom_size[v]) - 1)
+        for i, v in enumerate(self.free):
+            costs = self.unary[i]
+            if extra is not None:
+                costs = costs + extra[model.dom_off[v] : model.dom_off[v + 1]].astype(object)
+            wcsp.postUnaryConstraint(i, toulbar2.float_costs(costs), False)
+        for i, j, t in self.binary:
+            wcsp.postBinaryConstraint(i, j, toulbar2.float_costs(t.ravel()), False)
+        return cfn
+
+
 def improve(
     model: Model,
     graph: Graph,
@@ -184,29 +324,10 @@ def improve(
     """A strictly cheaper assignment of ``free`` (the rest fixed as in ``x``)
     that fits in memory, or None if toulbar2 finds none (each solve stops
     after a CPU second; none starts within a second of ``deadline``)."""
-    import pytoulbar2
     from pytoulbar2.pytb2 import Contradiction
 
-    index = np.full(model.nv, -1, dtype=np.int64)
-    index[free] = np.arange(len(free))
-    unary: list[np.ndarray] = [model.unary_of(int(v)).astype(object) for v in free]
-    binary: list[tuple[int, int, np.ndarray]] = []
-    for i, v in enumerate(free):
-        for e, w in zip(
-            graph.adj_edge[graph.adj_off[v] : graph.adj_off[v + 1]],
-            graph.adj_other[graph.adj_off[v] : graph.adj_off[v + 1]],
-            strict=True,
-        ):
-            table = model.table(int(e))
-            first = model.edge_u[e] == v
-            if index[w] < 0:  # fixed neighbour: a row (or column) joins the unary costs
-                unary[i] = unary[i] + (table[:, x[w]] if first else table[x[w], :]).astype(object)
-            elif first:
-                binary.append((i, int(index[w]), table))
-    current = sum(int(unary[i][x[v]]) for i, v in enumerate(free)) + sum(
-        int(t[x[free[i]], x[free[j]]]) for i, j, t in binary
-    )
-    if current >= FORBIDDEN:
+    hood = Neighbourhood(model, graph, x, free)
+    if hood.current >= FORBIDDEN:
         return None
     room = Room(model, graph, x, load, free) if model.limit is not None else None
     # Knapsacks come lazily: the tightest first, then any the answer overflows.
@@ -214,17 +335,10 @@ def improve(
     for _ in range(LAZY_ROUNDS):
         if time.monotonic() + 1 > deadline:
             return None
-        cfn = pytoulbar2.CFN(ubinit=float(current), verbose=-1, seed=seed)
-        wcsp = cfn.CFN.wcsp
         try:
-            for i, v in enumerate(free):
-                wcsp.makeEnumeratedVariable(f"x{i}", 0, int(model.dom_size[v]) - 1)
-            for i in range(len(free)):
-                wcsp.postUnaryConstraint(i, toulbar2.float_costs(unary[i]), False)
-            for i, j, t in binary:
-                wcsp.postBinaryConstraint(i, j, toulbar2.float_costs(t.ravel()), False)
-            for scope, params in room.knapsacks(rows, index) if room is not None else ():
-                wcsp.postKnapsackConstraint(scope, params, False, True)
+            cfn = hood.cfn(hood.current, seed)
+            for scope, params in room.knapsacks(rows, hood.index) if room is not None else ():
+                cfn.CFN.wcsp.postKnapsackConstraint(scope, params, False, True)
             with quiet():
                 result = cfn.Solve(timeLimit=1)
         except Contradiction:
@@ -237,6 +351,50 @@ def improve(
             return y
         rows = np.union1d(rows, over)
     return None
+
+
+def priced(
+    model: Model,
+    graph: Graph,
+    search: Search,
+    x: np.ndarray,
+    free: np.ndarray,
+    pen: np.ndarray,
+    rng: np.random.Generator,
+    deadline: float,
+) -> np.ndarray | None:
+    """A solution that fits in memory, from the best assignment of ``free`` with
+    memory priced by ``pen`` (int64 per value) instead of posted, repaired
+    greedily (any variable may change) and descended around the changes; None
+    when toulbar2 finds nothing better at that price or the repair is stuck.
+    It may cost more than ``x``: the caller decides."""
+    from pytoulbar2.pytb2 import Contradiction
+
+    if time.monotonic() + 1 > deadline:
+        return None
+    hood = Neighbourhood(model, graph, x, free)
+    current = hood.current + int(pen[model.dom_off[free] + x[free]].sum())
+    if hood.current >= FORBIDDEN or current >= 2**53:  # beyond doubles' exact integers
+        return None
+    try:
+        cfn = hood.cfn(current, int(rng.integers(2**31)), pen)
+        with quiet():
+            result = cfn.Solve(timeLimit=1)
+    except Contradiction:
+        return None
+    if not result:  # nothing cheaper at this price
+        return None
+    trial = x.copy()
+    trial[free] = np.asarray(result[0], dtype=np.int64)
+    search.reset(trial)
+    if not search.repair(min(deadline, time.monotonic() + 2.0)):
+        return None
+    changed = np.flatnonzero(search.x != x)
+    if not len(changed):  # the repair took back every change
+        return None
+    around = np.concatenate([changed, graph.neighbours(changed)])
+    search.descend(deadline, around.tolist())
+    return search.x.copy()
 
 
 #: knapsacks posted at first (those with the least room); the rest come when

@@ -126,6 +126,23 @@ class Search:
     def move(self, v: int, value: int) -> None:
         kernels.move(self.g, int(v), int(value), self.x, self.ld)
 
+    def repair(self, deadline: float, max_moves: int = 20_000) -> bool:
+        """Greedy memory repair: at the most overloaded point, make the change
+        that saves usage there at the smallest cost increase per unit saved,
+        among the changes that overload no other point (so the total overflow
+        only shrinks). True once everything fits."""
+        for _ in range(max_moves):
+            p, level = self.peak()
+            if p < 0 or level <= self.limit:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            v, value = self.repair_move(p)
+            if v < 0:
+                return False  # stuck: no single change helps without harm elsewhere
+            self.move(v, value)
+        return False
+
     def descend(self, deadline: float, queue: list[int] | None = None) -> float:
         """Greedy best-improvement moves until no variable improves; returns the gain."""
         order = self.rng.permutation(self.model.nv) if queue is None else np.unique(queue)

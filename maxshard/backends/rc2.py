@@ -366,12 +366,11 @@ def cover_cuts(model: Model, x: np.ndarray) -> list[list[tuple[int, int]]]:
 
 def _repaired(model: Model, x: np.ndarray, deadline: float) -> np.ndarray | None:
     """``x`` made to fit by the Lagrangian loop's greedy repair, or None."""
-    from .lagrange import repair
     from .local import Search
 
     search = Search(model, 0)
     search.reset(x)
-    if repair(search, min(deadline, time.monotonic() + 1.0)):
+    if search.repair(min(deadline, time.monotonic() + 1.0)):
         search.descend(deadline)
         return search.x.copy()
     return None
