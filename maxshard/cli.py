@@ -161,9 +161,10 @@ def solve_cmd(
     Without -b, the backends are chosen by the size of the reduced model: on
     small ones toulbar2 with the Lagrangian loop beside it (for the bound); on
     large ones the two Lagrangian loops (halfway, the one behind restarts as a
-    copy of the one ahead), then large neighbourhood search and local search
-    from their best for the last 40% of the time. A seed changes the backends'
-    random choices; results still depend on timing.
+    copy of the one ahead), then, for the last 40% of the time, large
+    neighbourhood search (memory priced, then repaired) on two workers and
+    local search on every third beyond, from their best. A seed changes the
+    backends' random choices; results still depend on timing.
     """
     log = Progress(sys.stderr.fileno(), quiet)
     try:

@@ -9,7 +9,7 @@ bound and gap, the published bound's gap, wall time and peak RSS.
     python tools/bench.py                       # all benchmarks and tiled rows, full limits
     python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
     python tools/bench.py Nx2 --seed 1          # N tiled twice (maxshard generate --tile)
-    python tools/bench.py N --logs runs/        # keep each run's progress log
+    python tools/bench.py N --logs runs/        # keep each run's progress log and answer
     python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
 
 A tiled row ``Nx2`` is benchmark N laid twice in time, joined by zero-cost
@@ -156,7 +156,9 @@ def main() -> None:
     ap.add_argument("--bench-dir", type=Path, default=BENCH)
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
     ap.add_argument(
-        "--logs", type=Path, help="keep each run's progress log here (NAME-seedK-scaleS.log)"
+        "--logs",
+        type=Path,
+        help="keep each run's progress log and answer here (NAME-seedK-scaleS.log, .json)",
     )
     args = ap.parse_args()
 
@@ -184,6 +186,7 @@ def main() -> None:
             args.logs.mkdir(parents=True, exist_ok=True)
             log = args.logs / f"{name}-seed{args.seed}-scale{args.scale:g}.log"
             log.write_text(run["stderr"])
+            log.with_suffix(".json").write_text(json.dumps(run["answer"]))
         row = {
             "benchmark": name,
             "limit_s": limit,
