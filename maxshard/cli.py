@@ -458,9 +458,11 @@ def suite_cmd(
         "../shared/benchmarks"
     ),
 ) -> None:
-    """Write the standard small suite: 30 connected regions cut from the 8 shared
-    benchmarks (100 to 2,000 nodes, memory as tight as the source's) plus G and
-    V whole. The same files on any machine; existing ones are kept."""
+    """Write the standard small suite of 32 instances for comparing solvers.
+
+    30 connected regions cut from the 8 shared benchmarks (100 to 2,000 nodes,
+    memory as tight as the source's) plus G and V whole. The same files on any
+    machine; existing ones are kept."""
     from .suite import make_suite
 
     try:
@@ -472,8 +474,10 @@ def suite_cmd(
 
 @app.command("warmup")
 def warmup_cmd() -> None:
-    """Compile the local search's kernels now (once per install: numba caches
-    them on disk; otherwise the first solve spends ~10 s of its budget on it)."""
+    """Compile the local search's kernels now (once per install).
+
+    numba caches them on disk; otherwise the first solve spends ~10 s of its
+    budget on compiling them."""
     from .backends.local import warm_up
 
     typer.echo(f"# kernels ready in {warm_up():.1f}s")
