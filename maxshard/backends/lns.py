@@ -225,13 +225,11 @@ class Graph:
 
     def terms_of(self, free: np.ndarray) -> np.ndarray:
         """The memory terms of the variables ``free``."""
-        parts = [self.terms[self.term_off[v] : self.term_off[v + 1]] for v in free]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return _segments(self.terms, self.term_off, free)
 
     def neighbours(self, vs: np.ndarray) -> np.ndarray:
         """The variables adjacent to any of ``vs`` (with repeats)."""
-        parts = [self.adj_other[self.adj_off[v] : self.adj_off[v + 1]] for v in vs]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return _segments(self.adj_other, self.adj_off, vs)
 
     def term_text(self, k: int) -> str:
         """Term ``k``'s part of a toulbar2 knapsack (see toulbar2.knapsack_params)."""
@@ -275,6 +273,12 @@ class Graph:
         np.minimum.at(far, model.term_var, gap)
         key = far + rng.random(model.nv)
         return np.sort(np.argpartition(key, min(size, model.nv) - 1)[:size]).astype(np.int64)
+
+
+def _segments(values: np.ndarray, off: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The CSR segments ``rows`` of ``values``, one after another."""
+    parts = [values[off[r] : off[r + 1]] for r in rows]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 class Neighbourhood:
