@@ -37,6 +37,9 @@ class SolveResult:
     method: str  # what found the solution
     time_s: float
     trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+    #: seconds until optimality was proved, and until the target gap was reached
+    proved_at: float | None = None
+    gap_reached_at: float | None = None
 
     @property
     def gap(self) -> float | None:
@@ -52,22 +55,27 @@ def solve(
     seed: int = 0,
     workers: int | None = None,
     log=None,
+    gap: float | None = None,
+    prove: bool = False,
 ) -> SolveResult:
     """Solve ``problem`` (a file or an :class:`~maxshard.instance.Instance`) within
     ``timeout`` seconds from this call. ``backends``: run these (default: the plan
-    chosen by the model's size); ``log``: a callable given each progress line."""
+    chosen by the model's size, or with ``prove`` the one that closes the gap);
+    ``gap``: stop once the answer is proven within this relative gap (0.01:
+    1%); ``log``: a callable given each progress line."""
     from . import orchestrate
     from .reader import read_instance
 
     if not timeout > 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
+    if gap is not None and not 0 <= gap < 1:
+        raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
     start = time.monotonic()
     inst = problem if isinstance(problem, Instance) else read_instance(problem)
-    best = orchestrate.Best(inst, log or (lambda _line: None))
+    best = orchestrate.Best(inst, log or (lambda _line: None), target_gap=gap)
+    plan = list(backends or []) or None
     try:
-        orchestrate.solve(
-            inst, start + timeout, best.log, list(backends or []) or None, seed, best, True, workers
-        )
+        orchestrate.solve(inst, start + timeout, best.log, plan, seed, best, True, workers, prove)
     finally:
         orchestrate.kill_workers()
     ev = best.evaluation
@@ -80,6 +88,8 @@ def solve(
         method=best.method,
         time_s=round(time.monotonic() - start, 3),
         trace=list(best.trace),
+        proved_at=best.proved_at,
+        gap_reached_at=best.gap_reached_at,
     )
 
 

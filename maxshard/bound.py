@@ -14,15 +14,19 @@ Whatever the messages, every term is at least its own minimum, so
 is a lower bound on the optimum. *Min-sum diffusion* (Schlesinger) chooses the
 messages to raise it: at a variable ``v`` with ``d`` edges, the min-marginals
 ``m_e(a) = min_b theta_e(a, b)`` of its edges and its own ``theta_v(a)`` are
-levelled to their mean ``t(a) / (d + 1)``. Variables of one colour of a proper
-colouring share no edge, so a whole colour class is levelled at once; a sweep
-goes through all classes. The bound never needs convergence to be valid.
+levelled to their mean ``t(a) / (d + 1)``. Variables are levelled one after
+another (Gauss-Seidel, forward and backward in turn), each seeing the messages
+its neighbours just sent: compiled (numba), one sweep is two passes over every
+table entry (S: 2.7 million entries, 14 ms; the colour-class numpy sweep it
+replaced took 170 ms and converged more slowly). The bound never needs
+convergence to be valid.
 
 Memory enters through Lagrange multipliers ``lam >= 0`` per kept point: for
 ``x`` that fits, ``cost(x) >= cost(x) + sum_p lam_p (load_p(x) - limit)``, and
 the right side is a pairwise problem with penalised unary costs (see
 :func:`maxshard.backends.lagrange.penalties`) minus the constant ``sum_p lam_p
-(limit - base_p)``. So the bound holds for the model with memory too.
+(limit - base_p)``. So the bound holds for the model with memory too, for any
+multipliers; :mod:`maxshard.backends.dual` chooses them well.
 
 Arithmetic is in float64; the bound is shrunk by a relative 1e-9 before it is
 rounded down to an integer, far more than the rounding error of these sums.
@@ -34,9 +38,10 @@ import math
 import time
 
 import numpy as np
+from numba import njit
 
 from .instance import FORBIDDEN
-from .model import Model, offsets, table_slots
+from .model import Model, offsets
 
 
 class Diffusion:
@@ -46,65 +51,54 @@ class Diffusion:
         self.model = model
         self.usable = not bool((model.unary >= FORBIDDEN).any())
         dom = model.dom_size
-        slots = table_slots(model.dom_off, model.edge_u, model.edge_v, len(model.edge_cost))
-        self.row_val, self.col_val = slots.row_val, slots.col_val
-        self.row_start = slots.row_start
-        self.entry_row, self.entry_col = slots.entry_row, slots.entry_col
-        self.col_order = np.argsort(self.entry_col, kind="stable")
-        self.col_start = offsets(np.bincount(self.entry_col, minlength=len(self.col_val)))[:-1]
+        self.row_base = offsets(dom[model.edge_u])  # message slot of (edge, first end's value)
+        self.col_base = offsets(dom[model.edge_v])
+        self.phi_row = np.zeros(int(self.row_base[-1]))
+        self.phi_col = np.zeros(int(self.col_base[-1]))
         self.cost = model.edge_cost.astype(np.float64)
-        self.phi_row = np.zeros(len(self.row_val))
-        self.phi_col = np.zeros(len(self.col_val))
-        colour = _colouring(model)
-        var_of = np.repeat(np.arange(model.nv), dom)
-        self.value_share = (
-            1.0
-            / (1 + np.bincount(np.concatenate([model.edge_u, model.edge_v]), minlength=model.nv))[
-                var_of
-            ]
-        )
-        row_colour = colour[model.edge_u][slots.row_edge]
-        col_colour = colour[model.edge_v][slots.col_edge]
-        self.classes = [
-            (np.flatnonzero(row_colour == c), np.flatnonzero(col_colour == c))
-            for c in range(int(colour.max()) + 1 if model.nv else 0)
-        ]
+        ends = np.concatenate([model.edge_u, model.edge_v])
+        order = np.argsort(ends, kind="stable")
+        self.inc_off = offsets(np.bincount(ends, minlength=model.nv))
+        self.inc_edge = (order % max(1, model.m)).astype(np.int64)
+        self.inc_side = (order >= model.m).astype(np.int64)  # 0: the row end, 1: the column end
+        width = int((np.diff(self.inc_off) * dom).max()) if model.nv else 0
+        self.scratch = np.zeros(max(1, width))
+        self.forward = True
 
-    def _edge_costs(self) -> np.ndarray:
-        return self.cost - self.phi_row[self.entry_row] - self.phi_col[self.entry_col]
-
-    def _node_costs(self, unary: np.ndarray) -> np.ndarray:
-        n = len(unary)
-        return (
-            unary
-            + np.bincount(self.row_val, self.phi_row, minlength=n)
-            + np.bincount(self.col_val, self.phi_col, minlength=n)
-        )
-
-    def sweep(self, unary: np.ndarray) -> None:
-        """Level every colour class once, for (penalised) unary costs ``unary``."""
+    def sweep(self, unary: np.ndarray, tau: float = 0.0) -> None:
+        """Level every variable once, for (penalised) unary costs ``unary``; with
+        ``tau > 0`` the edges' min-marginals are soft minima at that temperature."""
         if not self.model.m:
             return
-        for rows, cols in self.classes:
-            theta_e = self._edge_costs()
-            m_row = np.minimum.reduceat(theta_e, self.row_start)[rows]
-            m_col = np.minimum.reduceat(theta_e[self.col_order], self.col_start)[cols]
-            n = len(unary)
-            total = (
-                self._node_costs(unary)
-                + np.bincount(self.row_val[rows], m_row, minlength=n)
-                + np.bincount(self.col_val[cols], m_col, minlength=n)
-            )
-            level = total * self.value_share
-            self.phi_row[rows] += m_row - level[self.row_val[rows]]
-            self.phi_col[cols] += m_col - level[self.col_val[cols]]
+        m = self.model
+        _sweep(
+            self.forward, m.dom_off, self.inc_off, self.inc_edge, self.inc_side,
+            m.edge_off, m.dom_size[m.edge_v], self.cost, unary,
+            self.phi_row, self.row_base, self.phi_col, self.col_base, self.scratch, tau,
+        )  # fmt: skip
+        self.forward = not self.forward
+
+    def node_costs(self, unary: np.ndarray) -> np.ndarray:
+        """``theta_v`` for every value: ``unary`` plus the messages it received."""
+        m = self.model
+        out = unary.astype(np.float64, copy=True)
+        _gather(m.dom_off, m.edge_u, m.edge_v, self.phi_row, self.row_base,
+                self.phi_col, self.col_base, out)  # fmt: skip
+        return out
+
+    def edge_minima(self) -> float:
+        """``sum_e min theta_e`` for the current messages."""
+        m = self.model
+        return _edge_minima(m.edge_off, m.dom_size[m.edge_v], self.cost,
+                            self.phi_row, self.row_base, self.phi_col, self.col_base)  # fmt: skip
 
     def value(self, unary: np.ndarray) -> float:
         """The bound ``sum_v min theta_v + sum_e min theta_e`` for these messages."""
         m = self.model
-        nodes = np.minimum.reduceat(self._node_costs(unary), m.dom_off[:-1]) if m.nv else []
-        edges = np.minimum.reduceat(self._edge_costs(), m.edge_off[:-1]) if m.m else []
-        return float(np.sum(nodes) + np.sum(edges))
+        if not m.nv:
+            return 0.0
+        nodes = np.minimum.reduceat(self.node_costs(unary), m.dom_off[:-1])
+        return float(nodes.sum()) + self.edge_minima()
 
     def bound(
         self, lam: np.ndarray | None, pen: np.ndarray | None, deadline: float, sweeps: int = 50
@@ -116,28 +110,115 @@ class Diffusion:
         if not self.usable or not m.nv:
             return None
         unary = m.unary.astype(np.float64) + (0.0 if pen is None else pen)
-        slack = 0.0
-        if lam is not None and m.limit is not None:
-            slack = float(lam @ (m.limit - m.base).astype(np.float64))
         best = self.value(unary)
         for _ in range(sweeps):
             if time.monotonic() > deadline:
                 break
             self.sweep(unary)
             best = max(best, self.value(unary))
-        value = best - slack
-        margin = 1e-9 * (abs(best) + abs(slack)) + 1
-        return m.offset + math.floor(value - margin)
+        return floor_bound(m, best, slack(m, lam))
 
 
-def _colouring(model: Model) -> np.ndarray:
-    """A greedy proper colouring of the variables (largest degree first)."""
-    nbrs: list[list[int]] = [[] for _ in range(model.nv)]
-    for u, v in zip(model.edge_u.tolist(), model.edge_v.tolist(), strict=True):
-        nbrs[u].append(v)
-        nbrs[v].append(u)
-    colour = np.full(model.nv, -1, dtype=np.int64)
-    for v in sorted(range(model.nv), key=lambda v: -len(nbrs[v])):
-        used = {int(colour[w]) for w in nbrs[v]}
-        colour[v] = next(c for c in range(len(used) + 1) if c not in used)
-    return colour
+def slack(model: Model, lam: np.ndarray | None) -> float:
+    """``sum_p lam_p (limit - base_p)``: what the multipliers promise back."""
+    if lam is None or model.limit is None or not len(lam):
+        return 0.0
+    return float(lam @ (model.limit - model.base).astype(np.float64))
+
+
+def floor_bound(model: Model, value: float, promised: float) -> int:
+    """The integer bound ``value - promised + offset``, shrunk by far more than
+    the float rounding of the sums behind it."""
+    margin = 1e-9 * (abs(value) + abs(promised)) + 1
+    return model.offset + math.floor(value - promised - margin)
+
+
+@njit(cache=True)
+def _sweep(
+    forward, dom_off, inc_off, inc_edge, inc_side, edge_off, ncols, cost, unary,
+    phi_row, row_base, phi_col, col_base, m_e, tau,
+):  # fmt: skip
+    nv = len(dom_off) - 1
+    for step in range(nv):
+        v = step if forward else nv - 1 - step
+        first, d = dom_off[v], dom_off[v + 1] - dom_off[v]
+        k0, deg = inc_off[v], inc_off[v + 1] - inc_off[v]
+        if deg == 0:
+            continue
+        # min-marginal of every incident edge, and the node's own costs
+        for j in range(deg):
+            e, nc = inc_edge[k0 + j], ncols[inc_edge[k0 + j]]
+            base = edge_off[e]
+            r0, c0 = row_base[e], col_base[e]
+            if inc_side[k0 + j] == 0:  # v is the row end
+                for a in range(d):
+                    best = np.inf
+                    for b in range(nc):
+                        t = cost[base + a * nc + b] - phi_col[c0 + b]
+                        if t < best:
+                            best = t
+                    if tau > 0:  # soft minimum: -tau log sum exp(-t / tau)
+                        z = 0.0
+                        for b in range(nc):
+                            gap = cost[base + a * nc + b] - phi_col[c0 + b] - best
+                            if gap < 40 * tau:
+                                z += np.exp(-gap / tau)
+                        best -= tau * np.log(z)
+                    m_e[j * d + a] = best - phi_row[r0 + a]
+            else:
+                nr = (edge_off[e + 1] - base) // nc
+                for b in range(d):
+                    best = np.inf
+                    for a in range(nr):
+                        t = cost[base + a * nc + b] - phi_row[r0 + a]
+                        if t < best:
+                            best = t
+                    if tau > 0:
+                        z = 0.0
+                        for a in range(nr):
+                            gap = cost[base + a * nc + b] - phi_row[r0 + a] - best
+                            if gap < 40 * tau:
+                                z += np.exp(-gap / tau)
+                        best -= tau * np.log(z)
+                    m_e[j * d + b] = best - phi_col[c0 + b]
+        for a in range(d):
+            total = unary[first + a]
+            for j in range(deg):
+                e = inc_edge[k0 + j]
+                if inc_side[k0 + j] == 0:
+                    total += phi_row[row_base[e] + a] + m_e[j * d + a]
+                else:
+                    total += phi_col[col_base[e] + a] + m_e[j * d + a]
+            level = total / (deg + 1)
+            for j in range(deg):
+                e = inc_edge[k0 + j]
+                if inc_side[k0 + j] == 0:
+                    phi_row[row_base[e] + a] += m_e[j * d + a] - level
+                else:
+                    phi_col[col_base[e] + a] += m_e[j * d + a] - level
+
+
+@njit(cache=True)
+def _gather(dom_off, edge_u, edge_v, phi_row, row_base, phi_col, col_base, out):
+    for e in range(len(edge_u)):
+        u0, v0 = dom_off[edge_u[e]], dom_off[edge_v[e]]
+        for a in range(row_base[e + 1] - row_base[e]):
+            out[u0 + a] += phi_row[row_base[e] + a]
+        for b in range(col_base[e + 1] - col_base[e]):
+            out[v0 + b] += phi_col[col_base[e] + b]
+
+
+@njit(cache=True)
+def _edge_minima(edge_off, ncols, cost, phi_row, row_base, phi_col, col_base):
+    total = 0.0
+    for e in range(len(ncols)):
+        nc, base = ncols[e], edge_off[e]
+        best = np.inf
+        for a in range((edge_off[e + 1] - base) // nc):
+            pa = phi_row[row_base[e] + a]
+            for b in range(nc):
+                t = cost[base + a * nc + b] - pa - phi_col[col_base[e] + b]
+                if t < best:
+                    best = t
+        total += best
+    return total

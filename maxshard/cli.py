@@ -65,20 +65,23 @@ def run_solve(
     seed: int,
     presolve: bool = True,
     workers: int | None = None,
+    prove: bool = False,
+    gap: float | None = None,
 ) -> tuple[Instance | None, Best | None, float]:
     """Read and solve under the deadline; always returns what it has by then."""
     from .clock import deadline_for
 
     if not timeout > 0:
         raise UsageError(f"timeout must be a positive number of seconds, got {timeout}")
+    check_gap(gap)
     start = time.monotonic()
     deadline = deadline_for(timeout)
     inst, best = None, None
     _guard(deadline)
     try:
         inst = read_instance(problem)
-        best = Best(inst, log)
-        solve(inst, deadline, log, plan, seed, best, presolve, workers)
+        best = Best(inst, log, target_gap=gap)
+        solve(inst, deadline, log, plan, seed, best, presolve, workers, prove)
     except Interrupted as exc:
         log(f"stopped by {exc}")
     finally:
@@ -104,6 +107,28 @@ def _check_backends(names: list[str] | None) -> None:
         check_names(names or [])
     except BackendError as exc:
         raise UsageError(str(exc)) from None
+
+
+def check_gap(gap: float | None) -> None:
+    if gap is not None and not 0 <= gap < 1:
+        raise UsageError(f"gap must be a fraction in [0, 1) (0.01 = 1%), got {gap}")
+
+
+def summary(best: Best | None) -> str:
+    """The closing progress line: what was found and what is proven of it."""
+    if best is None or best.evaluation is None:
+        status = best.status if best else "unknown"
+        return f"no solution ({status})"
+    ev, parts = best.evaluation, []
+    parts.append(f"cost {ev.cost}")
+    if best.lower_bound is not None:
+        parts.append(f"bound {best.lower_bound} (gap {100 * (best.gap() or 0.0):.3f}%)")
+    else:
+        parts.append("no bound")
+    parts.append(f"status {best.status}")
+    if best.gap_reached_at is not None:
+        parts.append(f"within the target gap at {best.gap_reached_at:.1f}s")
+    return "result: " + ", ".join(parts)
 
 
 def env_workers() -> int | None:
@@ -155,6 +180,22 @@ def solve_cmd(
             "(also settable as MAXSHARD_WORKERS).",
         ),
     ] = None,
+    prove: Annotated[
+        bool,
+        typer.Option(
+            "--prove",
+            help="Spend the cores on closing the gap: one worker proves lower bounds "
+            "(LP dual ascent) all along on large models, exact search on small ones; "
+            "the others look for answers.",
+        ),
+    ] = False,
+    gap: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop as soon as the answer is proven within this relative gap "
+            "(0.01: its cost at most 1% above the proven bound).",
+        ),
+    ] = None,
 ) -> None:
     """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout.
 
@@ -165,15 +206,23 @@ def solve_cmd(
     neighbourhood search (memory priced, then repaired) on two workers and
     local search on every third beyond, from their best. A seed changes the
     backends' random choices; results still depend on timing.
+
+    Every bound printed is proven: no solution costs less. The last progress
+    line sums up cost, bound, gap and status (optimal once the bound meets
+    the cost).
     """
     log = Progress(sys.stderr.fileno(), quiet)
     try:
         _check_backends(backend)
         workers = workers or env_workers()
-        inst, best, elapsed = run_solve(problem, timeout, log, backend, seed, presolve, workers)
+        inst, best, elapsed = run_solve(
+            problem, timeout, log, backend, seed, presolve, workers, prove, gap
+        )
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     sol = best.solution if best else None
+    if not quiet:
+        write_line(sys.stderr.fileno(), f"# {summary(best)}")
     write_line(sys.stdout.fileno(), solution_line(sol))
     if out is not None:
         ev = best.evaluation if best else None
@@ -187,6 +236,10 @@ def solve_cmd(
             "usage_limit": inst.usage_limit if inst else None,
             "lower_bound": best.lower_bound if best else None,
             "gap": best.gap() if best else None,
+            "proved_at": best.proved_at if best else None,
+            "target_gap": gap,
+            "gap_reached_at": best.gap_reached_at if best else None,
+            "plan": " ".join(backend) if backend else ("prove" if prove else "default"),
             "method": best.method if best else None,
             "seed": seed,
             "time_s": round(elapsed, 3),
@@ -474,7 +527,7 @@ def suite_cmd(
 
 @app.command("warmup")
 def warmup_cmd() -> None:
-    """Compile the local search's kernels now (once per install).
+    """Compile the numba kernels (local search, diffusion bound) now, once per install.
 
     numba caches them on disk; otherwise the first solve spends ~10 s of its
     budget on compiling them."""
@@ -489,12 +542,16 @@ def version_cmd() -> None:
     typer.echo(__version__)
 
 
-IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS
+IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS [--gap G] [--prove]
 
 Contest interface: solve PROBLEM (.json or .json.gz) within TIMEOUT_SECONDS.
 Progress lines start with '#'; the last line is the solution [s0, s1, ...],
 or [] when the instance has none. SIGTERM/SIGINT print the best so far.
-It runs one backend per available core; MAXSHARD_WORKERS=N sets the number."""
+It runs one backend per available core; MAXSHARD_WORKERS=N sets the number.
+
+  --gap G   stop as soon as the answer is proven within relative gap G
+            (0.01 = 1%); the line before the solution says what was proven
+  --prove   the plan that closes the gap (see maxshard solve --help)"""
 
 
 def iopddl(args: list[str]) -> None:
@@ -503,17 +560,34 @@ def iopddl(args: list[str]) -> None:
     if args and args[0] in ("-h", "--help"):
         print(IOPDDL_USAGE)
         return
-    if len(args) != 2:
+    gap, prove, rest = None, False, []
+    it = iter(args)
+    for arg in it:
+        if arg == "--prove":
+            prove = True
+        elif arg == "--gap" or arg.startswith("--gap="):
+            value = arg.partition("=")[2] if "=" in arg else next(it, None)
+            try:
+                gap = float(value)
+            except (TypeError, ValueError):
+                _fail(f"--gap needs a fraction such as 0.01, got {value!r}")
+        else:
+            rest.append(arg)
+    if len(rest) != 2:
         _fail("expected 2 arguments: iopddl PROBLEM TIMEOUT_SECONDS (see --help)")
     try:
-        timeout = float(args[1])
+        timeout = float(rest[1])
     except ValueError:
-        _fail(f"timeout must be a number of seconds, got {args[1]!r}")
+        _fail(f"timeout must be a number of seconds, got {rest[1]!r}")
     log = Progress(sys.stdout.fileno(), live=False)  # harnesses read stdout as plain lines
     try:
-        _, best, _ = run_solve(Path(args[0]), timeout, log, None, 0, workers=env_workers())
+        _, best, _ = run_solve(
+            Path(rest[0]), timeout, log, None, 0, workers=env_workers(), prove=prove, gap=gap
+        )
     except (InputError, UsageError) as exc:
         _fail(str(exc))
+    if gap is not None or prove:
+        log(summary(best))
     write_line(sys.stdout.fileno(), solution_line(best.solution if best else None))
 
 

@@ -183,6 +183,21 @@ def running_sum(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return row_off, keys % max(1, int(model.dom_off[-1])), total
 
 
+def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
+    """Per value: sum over its memory terms of usage times the multipliers it spans."""
+    prefix = np.concatenate([[0.0], np.cumsum(lam)])
+    return term_penalties(model, prefix[model.term_hi] - prefix[model.term_lo])
+
+
+def term_penalties(model: Model, weight: np.ndarray) -> np.ndarray:
+    """Per value: sum over its memory terms of usage times the term's weight."""
+    pen = np.zeros(int(model.dom_off[-1]))
+    per_value = np.repeat(weight, np.diff(model.term_off)) * model.term_usage
+    slots = np.repeat(model.dom_off[model.term_var] - model.term_off[:-1], np.diff(model.term_off))
+    np.add.at(pen, slots + np.arange(len(model.term_usage)), per_value)
+    return pen
+
+
 def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:
     """Index within each CSR segment of its smallest value (first on ties)."""
     seg = np.repeat(np.arange(len(off) - 1), np.diff(off))

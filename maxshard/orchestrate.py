@@ -47,6 +47,10 @@ class Best:
     trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
     #: seconds since start when optimality (or infeasibility) was proved
     proved_at: float | None = None
+    #: stop once the proven gap (see :meth:`gap`) is at most this
+    target_gap: float | None = None
+    #: seconds since start when the target gap was reached
+    gap_reached_at: float | None = None
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -81,6 +85,21 @@ class Best:
             self._record()
             if self.evaluation is not None:
                 self.log(self.describe(f"bound by {method}"))
+
+    def done(self) -> bool:
+        """Nothing left to do: proved optimal or infeasible, or within the target
+        gap (a clean answer whose cost the proven bound is that close to)."""
+        gap = self.gap()
+        reached = (
+            self.target_gap is not None
+            and gap is not None
+            and not self.evaluation.forbidden
+            and gap <= self.target_gap
+        )
+        if reached and self.gap_reached_at is None:
+            self.gap_reached_at = round(self.elapsed(), 4)
+            self.log(self.describe(f"proven within the target gap {100 * self.target_gap:g}%"))
+        return reached or self.status in ("optimal", "infeasible")
 
     def gap(self) -> float | None:
         if self.evaluation is None or self.lower_bound is None or not self.evaluation.cost:
@@ -244,14 +263,18 @@ def run_backends(
     seed: int = 0,
     workers: int | None = None,
     switch: float | None = None,
+    carry: dict[str, object] | None = None,
 ) -> dict[str, str]:
     """Run the backends of ``plan`` (up to ``workers`` at a time) until the deadline.
 
     With ``switch``, at that share of the time every worker whose backend is not
     the one that found the best solution so far restarts as that backend (with
-    a seed of its own, from the best solution). Returns each backend's final
-    status (or its error). Stops early when a backend proves optimality or
-    infeasibility.
+    a seed of its own, from the best solution). ``carry`` holds the last
+    search state each backend handed over (by name): a backend started here
+    inherits it, and the states handed over here are kept in it, so a backend
+    of the next stage goes on where this one stopped. Returns each backend's
+    final status (or its error). Stops early when a backend proves optimality
+    or infeasibility, or once the answer is proven within ``best.target_gap``.
     """
     if model.nv == 0:  # presolve fixed every node: nothing left to search
         x = np.zeros(0, dtype=np.int64)
@@ -283,7 +306,8 @@ def run_backends(
         while (queue or running) and not finished:
             while queue and len(running) < workers and time.monotonic() < deadline:
                 k, name = queue.pop(0)
-                running.append(_start(name, seed + k, model, deadline, best, shared))
+                inherited = (carry or {}).get(name)
+                running.append(_start(name, seed + k, model, deadline, best, shared, inherited))
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not running:
                 break
@@ -305,6 +329,7 @@ def run_backends(
                     if switch_at is not None:  # read only at the switch
                         _note(job, model, msg[1])
                     offer(msg[1], job.name)
+                    finished = finished or best.done()
                 elif msg[0] == "bound":
                     if not proofs_hold:
                         continue  # a bound on this model's scale says nothing of the instance's
@@ -312,9 +337,11 @@ def run_backends(
                     ev = best.evaluation
                     if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
                         best.proved("optimal")
-                        finished = True
+                    finished = finished or best.done()
                 elif msg[0] == "state":
                     job.state = msg[1]
+                    if carry is not None:
+                        carry[job.name] = msg[1]
                 elif msg[0] == "error":
                     job.answered = True
                     outcome[job.name] = f"error: {msg[1]}"
@@ -331,6 +358,7 @@ def run_backends(
                         offer(x, job.name)
                     if bound is not None and proofs_hold:
                         best.bound(bound, job.name)
+                    finished = finished or best.done()
                     if status == "optimal" and best.evaluation is not None:
                         if not proofs_hold:  # the optimum is the solution itself
                             best.bound(best.evaluation.cost, job.name)
@@ -483,6 +511,33 @@ def default_stages(model: Model, workers: int = 2) -> list[Stage]:
     return [Stage(plan, 1.0)]
 
 
+def proving_stages(model: Model, workers: int = 2) -> list[Stage]:
+    """The plan of ``--prove``: bounds and exact search first, answers second.
+
+    Small models (toulbar2's knapsacks fit): the default plan, whose toulbar2
+    is the exact search and whose Lagrangian loop the bound (on V its proven
+    relaxed solves bound higher than the LP dual). Larger ones: one worker runs
+    the dual ascent (``dual``, :mod:`maxshard.ascent`) for the whole time,
+    going on from its own state from stage to stage; the others search for
+    answers as the default plan's workers do (a Lagrangian loop, then large
+    neighbourhood search; models with few variables: the loop and local
+    search). Once the ascent has converged its worker takes the next backend.
+    """
+    if len(model.base) <= TOULBAR2_MAX_POINTS:
+        return default_stages(model, workers)
+    if workers < 2:
+        return [Stage(["dual"], 1.0)]
+    rest = workers - 1
+    if model.nv < LAGRANGE_ONLY_VARIABLES:
+        return [Stage(["dual", *default_plan(model, rest), "local"], 1.0)]
+    first = ["lagrange-terms", "lagrange", "local"]
+    final = [FINAL_BACKENDS[k % len(FINAL_BACKENDS)] for k in range(rest)]
+    return [
+        Stage(["dual", *[first[k % len(first)] for k in range(rest)], "lns"], 1 - FINAL_POLISH),
+        Stage(["dual", *final, "local"], FINAL_POLISH),
+    ]
+
+
 def solve(
     inst: Instance,
     deadline: float,
@@ -492,12 +547,15 @@ def solve(
     best: Best | None = None,
     presolve: bool = True,
     workers: int | None = None,
+    prove: bool = False,
 ) -> Best:
     """Presolve, run the backends until ``deadline``, return the best verified solution.
 
-    Pass ``best`` to keep access to the incumbent if this call is interrupted;
+    Pass ``best`` to keep access to the incumbent if this call is interrupted
+    (and its ``target_gap`` to stop once the answer is proven that close);
     ``presolve=False`` skips all presolve passes but time compression;
-    ``workers`` backends run at a time (default: the cores available).
+    ``workers`` backends run at a time (default: the cores available);
+    ``prove`` runs the plan that closes the gap (:func:`proving_stages`).
     """
     from .reduce import Infeasible, memory_units, reduce
 
@@ -515,12 +573,16 @@ def solve(
     if model.fits(x):
         best.offer(model.reconstruct(x), "presolve start", x)
     workers = workers or available_cores()
-    stages = [Stage(plan, 1.0)] if plan else default_stages(model, workers)
+    if plan:
+        stages = [Stage(plan, 1.0)]
+    else:
+        stages = (proving_stages if prove else default_stages)(model, workers)
     start, done = time.monotonic(), 0.0
+    carry: dict[str, object] = {}  # search states handed from stage to stage
     for names, share, switch in stages:
         done += share
         end = deadline if done >= 1 - 1e-9 else start + done * (deadline - start)
-        run_backends(model, best, names, end, seed, workers, switch)
-        if best.status in ("optimal", "infeasible"):
+        run_backends(model, best, names, end, seed, workers, switch, carry)
+        if best.done():
             break
     return best

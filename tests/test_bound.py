@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from maxshard.backends.lagrange import penalties
 from maxshard.bound import Diffusion
+from maxshard.model import penalties
 from maxshard.reader import read_instance
 from maxshard.reduce import Infeasible, reduce
 

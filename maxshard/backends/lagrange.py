@@ -28,11 +28,11 @@ Each round:
    memory-feasible descent and the best with a little local search
    (perturbations, or exchange moves first); keep whatever is cheaper;
 3. *update* the prices from where the relaxed solution overflows;
-4. *bound* (multipliers only): a second of min-sum diffusion on the penalised
-   problem (:mod:`maxshard.bound`) gives a valid lower bound for the current
-   multipliers; toulbar2's own bound on the relaxed solve gives another (its
-   optimum when proved, else the global bound its cut-short search reached;
-   see :func:`relax`).
+4. *bound* (multipliers only): a second of dual block coordinate ascent
+   (:mod:`maxshard.ascent`: diffusion on messages, LP-optimal multipliers of
+   its own) gives a valid lower bound; toulbar2's own bound on the relaxed
+   solve gives another for the loop's multipliers (its optimum when proved,
+   else the global bound its cut-short search reached; see :func:`relax`).
 
 Every solution it reports fits in memory (the relinking never leaves the
 feasible region). Each better bound is reported as soon as it is found. After
@@ -51,10 +51,10 @@ import time
 
 import numpy as np
 
+from ..ascent import Ascent
 from ..backend import Capabilities, Report, Result, Status, inherited_state, share_state
-from ..bound import Diffusion
 from ..instance import FORBIDDEN
-from ..model import Model
+from ..model import Model, penalties, term_penalties
 from . import toulbar2
 from .local import Search
 
@@ -80,7 +80,8 @@ class Lagrange:
     exchanges = False
     #: greedy repair budget per round (far-off relaxed solutions are left to relinking)
     repair_seconds = 2.0
-    #: min-sum diffusion per round for the lower bound
+    #: dual ascent per round for the lower bound (its first round also waits
+    #: for its first LP: S 2 s, P 2-8 s)
     bound_seconds = 1.0
     # Tried and left out (S, 120-240 s, 3-4 seeds each): restarting each round
     # from the best of all workers (shared_best), 2 s of memory-free local search
@@ -202,21 +203,6 @@ class TermLagrange(Lagrange):
         return TermWeights(model)
 
 
-def penalties(model: Model, lam: np.ndarray) -> np.ndarray:
-    """Per value: sum over its memory terms of usage times the multipliers it spans."""
-    prefix = np.concatenate([[0.0], np.cumsum(lam)])
-    return term_penalties(model, prefix[model.term_hi] - prefix[model.term_lo])
-
-
-def term_penalties(model: Model, weight: np.ndarray) -> np.ndarray:
-    """Per value: sum over its memory terms of usage times the term's weight."""
-    pen = np.zeros(int(model.dom_off[-1]))
-    per_value = np.repeat(weight, np.diff(model.term_off)) * model.term_usage
-    slots = np.repeat(model.dom_off[model.term_var] - model.term_off[:-1], np.diff(model.term_off))
-    np.add.at(pen, slots + np.arange(len(model.term_usage)), per_value)
-    return pen
-
-
 class Multipliers:
     """One multiplier per kept point, moved by subgradient steps: a true
     Lagrangian relaxation, so every relaxed solve bounds the optimum.
@@ -240,7 +226,7 @@ class Multipliers:
     def __init__(self, model: Model, theta: float = 1.0) -> None:
         self.model, self.theta = model, theta
         self.lam = np.zeros(len(model.base))
-        self.diffusion = Diffusion(model)
+        self.ascent = Ascent(model)
         self.best_relaxed, self.stall = -np.inf, 0
 
     def penalties(self) -> np.ndarray:
@@ -254,10 +240,13 @@ class Multipliers:
             self.lam, self.theta = np.array(state["lam"], dtype=np.float64), state["theta"]
 
     def bound(self, raw: np.ndarray, relaxed: int | None, end: float) -> int | None:
-        """For the penalties ``raw`` of the current multipliers: the better of a
-        min-sum diffusion bound (until ``end``) and the Lagrangian bound of
-        ``relaxed``, toulbar2's lower bound on the penalised problem (None: none)."""
-        found = [self.diffusion.bound(self.lam, raw, end)]
+        """The better of the dual ascent's bound (its own multipliers, climbed
+        until ``end``: :mod:`maxshard.ascent`) and the Lagrangian bound of
+        ``relaxed``, toulbar2's lower bound on the problem penalised by these
+        multipliers (None: none)."""
+        found = [self.ascent.step(end)]
+        while time.monotonic() < end and not self.ascent.converged:
+            found.append(self.ascent.step(end))
         if relaxed is not None:
             found.append(_dual(self.model, self.lam, relaxed))
         return max((b for b in found if b is not None), default=None)

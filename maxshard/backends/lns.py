@@ -45,9 +45,9 @@ import numpy as np
 
 from ..backend import Capabilities, Report, Result, Status, shared_best
 from ..instance import FORBIDDEN
-from ..model import Model, offsets
+from ..model import Model, offsets, term_penalties
 from . import toulbar2
-from .lagrange import term_penalties, whole
+from .lagrange import whole
 from .local import Search
 
 #: MAXSHARD_DEBUG=1 prints the solves' count, mean size and time, and successes.

@@ -233,7 +233,8 @@ class Search:
 
 
 def warm_up() -> float:
-    """Compile the kernels now; returns the seconds it took.
+    """Compile the kernels now (local search's and the diffusion bound's);
+    returns the seconds it took.
 
     numba caches compiled kernels on disk, so only the first call after an
     install (or a change to the kernels) compiles: measured 10-12 s, against
@@ -260,4 +261,7 @@ def warm_up() -> float:
     search.exchanges(math.inf)
     search.repair_move(0)
     search.move(0, int(search.x[0]))
+    from ..bound import Diffusion  # the dual ascent's kernels (1.4 s to compile)
+
+    Diffusion(model).bound(None, None, math.inf, sweeps=1)
     return time.monotonic() - start

@@ -43,6 +43,12 @@ class Toulbar2:
     name = "toulbar2"
     capabilities = Capabilities(exact=True, anytime=True, memory=True, lower_bound=True)
 
+    #: virtual arc consistency in preprocessing (toulbar2's ``vac=1``, as in the
+    #: contest winner's exact pass). Measured on V (one run each, the other core
+    #: busy): 1,617,084, the optimum, found at 52.8 s, where without VAC the
+    #: search stayed at 1,618,348 for its 60 s; G proved in 0.33 s (0.39 s).
+    vac = 1
+
     def solve(
         self,
         model: Model,
@@ -57,7 +63,7 @@ class Toulbar2:
         from pytoulbar2.pytb2 import Contradiction
 
         try:
-            cfn = build(model, model.unary, seed, ub, memory=True)
+            cfn = build(model, model.unary, seed, ub, memory=True, vac=self.vac)
         except Contradiction:  # posting already proves: no clean assignment fits
             if ub is None:
                 return Result(Status.INFEASIBLE)
@@ -86,12 +92,14 @@ def float_costs(values: np.ndarray) -> list[float]:
     return out.tolist()
 
 
-def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool):
+def build(
+    model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0
+):
     """A fresh toulbar2 problem for ``model`` with the given unary costs."""
     import pytoulbar2
 
     # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
-    cfn = pytoulbar2.CFN(ubinit=ub, verbose=0, seed=seed)
+    cfn = pytoulbar2.CFN(ubinit=ub, verbose=0, seed=seed, vac=vac)
     wcsp = cfn.CFN.wcsp
     for v in range(model.nv):
         wcsp.makeEnumeratedVariable(f"x{v}", 0, int(model.dom_size[v]) - 1)

@@ -1,0 +1,57 @@
+"""A lower-bound backend: dual block coordinate ascent (:mod:`maxshard.ascent`).
+
+It finds no solutions; it proves, as they rise, lower bounds on the model's
+optimum from the LP relaxation over the local polytope with the memory rows,
+and stops once its bound reaches the cost of the incumbent it was given. It
+hands its state (messages and multipliers) to the orchestrator every few
+seconds (:func:`~maxshard.backend.share_state`), so a worker that continues
+it in a later stage of a plan starts where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..ascent import Ascent
+from ..backend import Capabilities, Report, Result, Status, inherited_state, share_state
+from ..model import Model
+
+
+class Dual:
+    name = "dual"
+    capabilities = Capabilities(exact=False, anytime=False, memory=True, lower_bound=True)
+
+    #: seconds between two hand-overs of the state (S's messages: 2.4 MB)
+    share_every = 5.0
+
+    def solve(
+        self,
+        model: Model,
+        deadline: float,
+        incumbent: np.ndarray | None,
+        report: Report,
+        seed: int = 0,
+    ) -> Result:
+        ascent = Ascent(model)
+        if not ascent.usable:
+            return Result(Status.UNKNOWN)
+        warm = inherited_state(report)
+        if isinstance(warm, dict):
+            ascent.restore(warm)
+        target = None if incumbent is None else model.cost(incumbent)
+        best: int | None = None
+        shared = time.monotonic()
+        while time.monotonic() < deadline and not ascent.converged:
+            bound = ascent.step(deadline)
+            if bound is not None and (best is None or bound > best):
+                best = bound
+                report(lower_bound=bound)
+                if target is not None and bound >= target:
+                    break  # the incumbent is optimal: nothing left to prove
+            if time.monotonic() - shared >= self.share_every:
+                share_state(report, ascent.state())
+                shared = time.monotonic()
+        share_state(report, ascent.state())
+        return Result(Status.UNKNOWN, None, best)

@@ -1,0 +1,147 @@
+"""The dual ascent (maxshard.ascent, backend ``dual``): valid bounds, against brute
+force and an exact LP; optimal multipliers from its LP; state carried on."""
+
+import time
+
+import numpy as np
+import pytest
+
+from maxshard.ascent import Ascent
+from maxshard.backends.dual import Dual
+from maxshard.backends.highs import MipForm
+from maxshard.bound import floor_bound, slack
+from maxshard.generate import generate
+from maxshard.instance import FORBIDDEN
+from maxshard.model import penalties
+from maxshard.orchestrate import Best, run_backends
+from maxshard.reader import read_instance
+
+from .conftest import Recorder, brute_force, generated, reduced_or_skip, write_problem
+
+
+def lp_optimum(model) -> float:
+    """The LP over the local polytope with the memory rows, solved by HiGHS."""
+    import highspy
+
+    mip = MipForm(model)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    n = len(mip.cost)
+    h.addCols(n, mip.cost, np.zeros(n), mip.upper, 0, [], [], [])
+    lower = np.where(np.isinf(mip.row_lo), -highspy.kHighsInf, mip.row_lo)
+    nnz = len(mip.a_index)
+    h.addRows(len(lower), lower, mip.row_hi, nnz, mip.a_start, mip.a_index, mip.a_value)
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    return h.getInfo().objective_function_value + model.offset
+
+
+def climb(model, seconds: float = 1.0) -> list[int]:
+    found = Recorder()
+    Dual().solve(model, time.monotonic() + seconds, None, found)
+    return found.bounds
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_dual_bounds_never_exceed_the_optimum(tmp_path, seed):
+    """Tight and loose memory, forbidden picks, and (odd seeds) costs of very
+    different magnitudes: every bound reported is at most the brute-force optimum."""
+    rng = np.random.default_rng(seed)
+    problem = generate(
+        nodes=8, forbidden=0.1 * (seed % 3), tightness=(-0.05, 0.0, 0.2, 0.6)[seed % 4], seed=seed
+    )
+    if seed % 2:
+        nodes = problem["problem"]["nodes"]
+        scaled = [[c if c >= FORBIDDEN else c * 10 ** int(rng.integers(0, 7)) for c in cs]
+                  for cs in nodes["costs"]]  # fmt: skip
+        nodes["costs"] = scaled
+    inst = read_instance(write_problem(tmp_path / "p.json", problem))
+    best, _ = brute_force(inst)
+    model = reduced_or_skip(inst)
+    if best is None or not model.nv:
+        return
+    bounds = climb(model)
+    assert bounds, "a model with variables gets a bound"
+    assert all(b <= best for b in bounds)
+    assert bounds == sorted(bounds)  # reported as they rise
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ascent_never_passes_the_lp_optimum(tmp_path, seed):
+    """The ascent climbs the dual of the LP over the local polytope with the
+    memory rows: its bounds never pass the LP's optimum (HiGHS's)."""
+    inst = generated(tmp_path, seed, nodes=12, max_strategies=4, forbidden=0.0, tightness=0.1)
+    model = reduced_or_skip(inst)
+    if not model.m:
+        return
+    lp = lp_optimum(model)
+    bounds = climb(model, 0.5)
+    assert bounds and bounds[-1] <= lp + 1e-6 * abs(lp)
+
+
+def test_ascent_is_exact_on_a_chain_without_memory(tmp_path):
+    """A path is a tree: the LP is tight there and the ascent reaches the optimum."""
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(2, 5, size=8).tolist()
+    nodes = {
+        "intervals": [[0, 0]] * 8,
+        "costs": [rng.integers(0, 50, k).tolist() for k in sizes],
+        "usages": [[0] * k for k in sizes],
+    }
+    pairs = [[i, i + 1] for i in range(7)]
+    tables = [rng.integers(0, 50, sizes[i] * sizes[i + 1]).tolist() for i in range(7)]
+    edges = {"nodes": pairs, "costs": tables}
+    problem = {"problem": {"name": "chain", "nodes": nodes, "edges": edges}}
+    inst = read_instance(write_problem(tmp_path / "chain.json", problem))
+    from maxshard.reduce import reduce
+
+    model = reduce(inst, passes=False)
+    best, _ = brute_force(inst)
+    assert best - 2 <= climb(model, 2.0)[-1] <= best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_multiplier_lp_gives_the_best_multipliers_for_the_messages(tmp_path, seed):
+    """For fixed messages the bound is a concave function of the multipliers; the
+    LP's multipliers maximise it: no other multipliers give more."""
+    inst = generated(tmp_path, seed, nodes=10, forbidden=0.0, tightness=0.0)
+    model = reduced_or_skip(inst)
+    ascent = Ascent(model)
+    if ascent.lp is None:
+        return
+    for _ in range(3):
+        ascent.diffusion.sweep(ascent.unary())
+    theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
+    edges = ascent.diffusion.edge_minima()
+
+    def value(lam: np.ndarray) -> float:
+        nodes = np.minimum.reduceat(theta + penalties(model, lam), model.dom_off[:-1]).sum()
+        return nodes + edges - slack(model, lam)
+
+    lam = ascent.lp.best(theta)
+    assert lam is not None and (lam >= 0).all()
+    rng = np.random.default_rng(seed)
+    best = value(lam)
+    for _ in range(50):
+        other = np.maximum(0.0, lam + rng.normal(size=len(lam)) * rng.choice([1e-3, 1e-1, 1.0]))
+        assert value(other) <= best + 1e-6 * abs(best)
+    assert value(np.zeros(len(lam))) <= best + 1e-6 * abs(best)
+    # and what the ascent reports for them is this value, rounded down safely
+    assert floor_bound(model, best + slack(model, lam), slack(model, lam)) <= best + model.offset
+
+
+def test_dual_goes_on_from_the_state_carried_between_stages(tmp_path):
+    """The orchestrator keeps the state a backend hands over; a backend of the same
+    name in the next stage inherits it and starts where the first one stopped."""
+    inst = generated(tmp_path, 3, nodes=40, forbidden=0.0, tightness=0.1, functional=0.0)
+    model = reduced_or_skip(inst)
+    assert model.forbidden_cost == FORBIDDEN  # bounds hold for the instance
+    best = Best(inst, lambda _line: None)
+    carry: dict = {}
+    run_backends(model, best, ["dual"], time.monotonic() + 2.0, workers=1, carry=carry)
+    assert "dual" in carry and len(carry["dual"]["lam"]) == len(model.base)
+    first = best.lower_bound
+    again = Recorder()
+    again.inherited = carry["dual"]
+    Dual().solve(model, time.monotonic() + 0.2, None, again)
+    assert first is not None and again.bounds and again.bounds[0] >= first - 1
