@@ -132,7 +132,7 @@ class MultiplierLP:
     """
 
     def __init__(self, model: Model) -> None:
-        import highspy
+        from .backends.highs import new_highs
 
         nval, npts = int(model.dom_off[-1]), len(model.base)
         self.nval = nval
@@ -154,8 +154,7 @@ class MultiplierLP:
         )
         index[slots], coef[slots] = value, -delta / self.scale
 
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("threads", 1)
         zeros = np.zeros(nval + npts)
         upper = np.concatenate([np.ones(nval), room / self.scale])

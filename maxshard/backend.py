@@ -106,8 +106,14 @@ class BackendError(ValueError):
 
 
 def available() -> dict[str, object]:
-    """Registered backend entry points by name (not yet imported)."""
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+    """Backends by name, not yet loaded: the registered entry points, then the
+    command-line solvers declared in config files or with ``--solver``
+    (:mod:`maxshard.backends.external`; a declared name hides an entry point)."""
+    from .backends.external import declared
+
+    found: dict[str, object] = {ep.name: ep for ep in entry_points(group=GROUP)}
+    found.update(declared())
+    return found
 
 
 def _unknown(name: str, eps: dict) -> BackendError:
@@ -125,11 +131,17 @@ def check_names(names: Iterable[str]) -> None:
 
 def load(name: str) -> Backend:
     """Import and instantiate backend ``name``; BackendError says why not."""
+    from .backends.external import External, Spec
+
     eps = available()
     if name not in eps:
         raise _unknown(name, eps)
+    if isinstance(eps[name], Spec):
+        return External(eps[name])
     try:
         backend = eps[name].load()()
+    except BackendError:
+        raise
     except Exception as exc:  # a broken plugin must never take the solver down
         raise BackendError(f"backend {name!r} failed to load: {type(exc).__name__}: {exc}") from exc
     if not isinstance(backend, Backend):

@@ -109,6 +109,29 @@ def _check_backends(names: list[str] | None) -> None:
         raise UsageError(str(exc)) from None
 
 
+SolverOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--solver",
+        help="Declare a command-line solver as backend NAME (repeatable): "
+        "'NAME=FORMAT:COMMAND', FORMAT one of wcnf, opb, lp, mps, cfn, COMMAND with "
+        "{model}, {timeout}, {answer}, {seed}; e.g. "
+        "'mycbc=mps:cbc {model} -sec {timeout} -solve -solu {answer}'.",
+    ),
+]
+
+
+def _declare(solvers: list[str] | None) -> None:
+    """Make the --solver declarations known (here and to the workers)."""
+    from .backend import BackendError
+    from .backends.external import declare, parse_inline
+
+    try:
+        declare([parse_inline(text) for text in solvers or []])
+    except BackendError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def check_gap(gap: float | None) -> None:
     if gap is not None and not 0 <= gap < 1:
         raise UsageError(f"gap must be a fraction in [0, 1) (0.01 = 1%), got {gap}")
@@ -196,6 +219,7 @@ def solve_cmd(
             "(0.01: its cost at most 1% above the proven bound).",
         ),
     ] = None,
+    solver: SolverOption = None,
 ) -> None:
     """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout.
 
@@ -213,6 +237,7 @@ def solve_cmd(
     """
     log = Progress(sys.stderr.fileno(), quiet)
     try:
+        _declare(solver)
         _check_backends(backend)
         workers = workers or env_workers()
         inst, best, elapsed = run_solve(
@@ -346,19 +371,30 @@ def info_cmd(
 
 
 @app.command("backends")
-def backends_cmd() -> None:
-    """List the installed backends, their capabilities and where they come from."""
+def backends_cmd(solver: SolverOption = None) -> None:
+    """List the backends, their capabilities and where they come from: the
+    installed ones (entry points) and the command-line solvers declared in
+    $MAXSHARD_SOLVERS, ~/.config/maxshard/solvers.toml or with --solver."""
     from .backend import BackendError, available, load
+    from .backends.external import Spec
 
-    for name, ep in sorted(available().items()):
+    try:
+        _declare(solver)
+        found = available()
+    except (BackendError, UsageError) as exc:
+        _fail(str(exc))
+    for name, ep in sorted(found.items()):
         try:
             b = load(name)
         except BackendError as exc:
             typer.echo(f"{name}: unavailable ({exc})")
             continue
         caps = [k for k, v in vars(b.capabilities).items() if v]
-        dist = ep.dist.name + " " + ep.dist.version if ep.dist else "?"
-        typer.echo(f"{name}: {', '.join(caps) or '-'} [{ep.value}, {dist}]")
+        if isinstance(ep, Spec):
+            where = f"external {ep.format}: {ep.command}"
+        else:
+            where = f"{ep.value}, " + (ep.dist.name + " " + ep.dist.version if ep.dist else "?")
+        typer.echo(f"{name}: {', '.join(caps) or '-'} [{where}]")
 
 
 @app.command("generate")
@@ -431,6 +467,115 @@ def generate_cmd(
     write_problem(problem, out)
 
 
+@app.command("export")
+def export_cmd(
+    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="Where to write the model: .wcnf, .opb, .lp, .mps or .cfn (add .gz or "
+            ".xz to compress; LP and MPS only plain)."
+        ),
+    ],
+    format: Annotated[
+        str | None,
+        typer.Option("--format", "-f", help="wcnf, opb, lp, mps or cfn (default: OUT's suffix)."),
+    ] = None,
+    presolve: Annotated[
+        bool,
+        typer.Option(help="Export the presolved model (--no-presolve: one variable per node)."),
+    ] = True,
+) -> None:
+    """Write PROBLEM's model for other solvers: MaxSAT (WCNF), pseudo-Boolean (OPB),
+    MIP (LP, MPS) or cost function network (CFN), each exact.
+
+    Costs are the model's integer costs, forbidden picks are hard, memory is
+    exact (linear or pseudo-Boolean rows; for WCNF binary adders, whose size the
+    file's header states). The file's first lines say what it is, including a
+    fingerprint of the model: `maxshard restore` turns a solver's answer into a
+    contest solution.
+    """
+    from .formats import FormatError, Header, export, format_of
+    from .model import fingerprint
+    from .reduce import Infeasible, reduce
+
+    try:
+        fmt = format_of(out, format)
+        if fmt in ("lp", "mps") and out.suffix.lower() in (".gz", ".xz"):
+            raise FormatError("LP and MPS files are written plain (HiGHS and CBC read them so)")
+        inst = read_instance(problem)
+        start = time.perf_counter()
+        model = reduce(inst, passes=presolve)
+        header = Header(fmt, presolve, fingerprint(model), _problem_name(inst, problem))
+        sizes = export(model, out, header)
+    except (InputError, FormatError, Infeasible, OSError) as exc:
+        _fail(str(exc))
+    seconds = time.perf_counter() - start
+    megabytes = out.stat().st_size / 1e6
+    detail = ", ".join(f"{v} {k}" for k, v in sizes.items())
+    typer.echo(f"# wrote {out} ({fmt}, {megabytes:.1f} MB, {seconds:.1f} s): {detail}")
+
+
+def _problem_name(inst: Instance, path: Path) -> str:
+    name = inst.name or path.name.split(".")[0]
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "problem"
+
+
+@app.command("restore")
+def restore_cmd(
+    problem: Annotated[Path, typer.Argument(help="The problem file the model was exported from.")],
+    model_file: Annotated[Path, typer.Argument(help="The file `maxshard export` wrote.")],
+    answer: Annotated[
+        Path,
+        typer.Argument(
+            help="The solver's answer ('-': standard input): a MaxSAT or PB 'v' line, a MIP "
+            "solution file (HiGHS, CBC, SCIP, Gurobi), or toulbar2's values."
+        ),
+    ],
+) -> None:
+    """Turn an outside solver's answer into a contest solution and check it.
+
+    Prints the evaluated cost, then the solution line [s0, s1, ...]. An answer
+    that is malformed, incomplete, for another model, or that does not fit in
+    memory ends in a one-line error and exit code 2.
+    """
+    from .formats import FormatError, read_header, restore
+    from .model import fingerprint
+    from .reduce import Infeasible, reduce
+
+    try:
+        inst = read_instance(problem)
+        header = read_header(model_file)
+        model = reduce(inst, passes=header.presolve)
+        if fingerprint(model) != header.fingerprint:
+            raise FormatError(
+                f"{model_file} was not exported from {problem} (its model fingerprint differs)"
+            )
+        text = sys.stdin.read() if str(answer) == "-" else _read_text(answer)
+        x = restore(model, header.format, text)
+        solution = model.reconstruct(x)
+        ev = evaluate(inst, solution)
+    except (InputError, FormatError, Infeasible) as exc:
+        _fail(str(exc))
+    if not ev.feasible:
+        _fail(
+            f"the answer does not fit in memory: usage {ev.peak} over the limit "
+            f"{ev.usage_limit} at time {ev.first_violation}"
+        )
+    picks = f" ({ev.forbidden} forbidden picks)" if ev.forbidden else ""
+    typer.echo(f"# cost {ev.cost}{picks}, fits in memory (peak {ev.peak})")
+    write_line(sys.stdout.fileno(), solution_line(solution))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return read_bytes(path).decode(errors="replace")
+    except InputError:
+        raise
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+
+
 @app.command("compare")
 def compare_cmd(
     problems: Annotated[
@@ -460,6 +605,7 @@ def compare_cmd(
         ),
     ] = None,
     figures: Annotated[bool, typer.Option(help="Draw the figures (needs matplotlib).")] = True,
+    solver: SolverOption = None,
 ) -> None:
     """Compare backends: every instance x backend x seed alone, traced.
 
@@ -482,8 +628,9 @@ def compare_cmd(
         if not matched:
             _fail(f"{pattern}: no file matches")
         paths += matched
-    names = backend or sorted(_available())
     try:
+        _declare(solver)
+        names = backend or sorted(_available())
         _check_backends(names)  # before making a directory for nothing
         directory = out or Path(tempfile.mkdtemp(prefix="maxshard-compare-"))
         records = api.compare(

@@ -150,6 +150,24 @@ class Model:
         return segment_argmin(key, self.dom_off)
 
 
+def fingerprint(model: Model) -> str:
+    """A short hash of everything a model's solutions mean: its variables, costs,
+    memory and the map back to the instance. Presolve is deterministic, so the
+    same instance and passes give the same fingerprint on any machine."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (
+        model.dom_off, model.unary, model.edge_u, model.edge_v, model.edge_off,
+        model.edge_cost, model.base, model.term_var, model.term_lo, model.term_hi,
+        model.term_off, model.term_usage, model.node_var, model.node_fixed, model.node_map,
+    ):  # fmt: skip
+        h.update(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        h.update(b"|")
+    h.update(f"{model.limit}|{model.offset}|{len(model.eliminations)}".encode())
+    return h.hexdigest()[:16]
+
+
 def running_sum(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The memory constraints in running-sum form, as CSR rows over the kept points.
 
@@ -196,6 +214,34 @@ def term_penalties(model: Model, weight: np.ndarray) -> np.ndarray:
     slots = np.repeat(model.dom_off[model.term_var] - model.term_off[:-1], np.diff(model.term_off))
     np.add.at(pen, slots + np.arange(len(model.term_usage)), per_value)
     return pen
+
+
+def reparametrise(model: Model) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """Unary costs, tables and a constant with the same total for every
+    assignment: table row minima moved into the first end, column minima into
+    the second, each variable's least cost into the constant. Forbidden entries
+    stay forbidden (and are never moved)."""
+    unary = [int(c) for c in model.unary]  # Python ints: exact however sums grow
+    tables = []
+    for e in range(model.m):
+        t = model.table(e).copy()
+        clean = t < FORBIDDEN
+        ou, ov = int(model.dom_off[model.edge_u[e]]), int(model.dom_off[model.edge_v[e]])
+        for axis, first in ((1, ou), (0, ov)):
+            low = np.where(clean, t, FORBIDDEN).min(axis=axis)
+            low[low >= FORBIDDEN] = 0  # a row (column) with no clean entry
+            t = np.where(clean, t - (low[:, None] if axis == 1 else low[None, :]), t)
+            for j in np.flatnonzero(low).tolist():
+                unary[first + j] += int(low[j])
+        tables.append(t)
+    constant = model.offset
+    for v in range(model.nv):
+        lo, hi = int(model.dom_off[v]), int(model.dom_off[v + 1])
+        finite = [c for c in unary[lo:hi] if c < FORBIDDEN]
+        low = min(finite, default=0)
+        constant += low
+        unary[lo:hi] = [c - low if c < FORBIDDEN else c for c in unary[lo:hi]]
+    return np.array([min(c, FORBIDDEN) for c in unary], dtype=np.int64), tables, constant
 
 
 def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:

@@ -79,8 +79,7 @@ class Highs:
         import highspy
 
         mip = MipForm(model, points)
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("random_seed", seed)
         h.setOptionValue("mip_rel_gap", 0.0)
         h.setOptionValue("threads", 1)
@@ -131,6 +130,27 @@ class Highs:
             Status.FEASIBLE if found is not None else Status.UNKNOWN, found, lower_bound
         )
         return result, x
+
+
+def new_highs():
+    """A silent HiGHS instance (its banner, printed when one is made, goes to
+    /dev/null: stdout carries answers)."""
+    import os
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def _floor_bound(model: Model, bound: float) -> int | None:

@@ -75,7 +75,7 @@ from pysat.formula import WCNF, IDPool
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
-from ..model import Model, segment_argmin
+from ..model import Model, reparametrise, segment_argmin
 
 
 class RC2:
@@ -204,34 +204,6 @@ class Encoding:
         true = np.array([lit for lit in assignment if 0 < lit <= nval], dtype=np.int64)
         chosen[true - 1] = 1
         return segment_argmin(-chosen, self.model.dom_off)
-
-
-def reparametrise(model: Model) -> tuple[np.ndarray, list[np.ndarray], int]:
-    """Unary costs, tables and a constant with the same total for every
-    assignment: table row minima moved into the first end, column minima into
-    the second, each variable's least cost into the constant. Forbidden entries
-    stay forbidden (and are never moved)."""
-    unary = [int(c) for c in model.unary]  # Python ints: exact however sums grow
-    tables = []
-    for e in range(model.m):
-        t = model.table(e).copy()
-        clean = t < FORBIDDEN
-        ou, ov = int(model.dom_off[model.edge_u[e]]), int(model.dom_off[model.edge_v[e]])
-        for axis, first in ((1, ou), (0, ov)):
-            low = np.where(clean, t, FORBIDDEN).min(axis=axis)
-            low[low >= FORBIDDEN] = 0  # a row (column) with no clean entry
-            t = np.where(clean, t - (low[:, None] if axis == 1 else low[None, :]), t)
-            for j in np.flatnonzero(low).tolist():
-                unary[first + j] += int(low[j])
-        tables.append(t)
-    constant = model.offset
-    for v in range(model.nv):
-        lo, hi = int(model.dom_off[v]), int(model.dom_off[v + 1])
-        finite = [c for c in unary[lo:hi] if c < FORBIDDEN]
-        low = min(finite, default=0)
-        constant += low
-        unary[lo:hi] = [c - low if c < FORBIDDEN else c for c in unary[lo:hi]]
-    return np.array([min(c, FORBIDDEN) for c in unary], dtype=np.int64), tables, constant
 
 
 #: Most diagram nodes per kept point; past it the weights are coarsened further.
