@@ -269,6 +269,7 @@ def solve_cmd(
             "seed": seed,
             "time_s": round(elapsed, 3),
             "peak_rss_mb": round(peak_rss_mb(), 1),
+            "trace": best.trace if best else [],  # [seconds, cost, bound] at each improvement
         }
         out.write_bytes(msgspec.json.format(msgspec.json.encode(result)))
 
@@ -658,11 +659,11 @@ def suite_cmd(
         "../shared/benchmarks"
     ),
 ) -> None:
-    """Write the standard small suite of 32 instances for comparing solvers.
+    """Write the standard suite of 36 instances for comparing solvers.
 
-    30 connected regions cut from the 8 shared benchmarks (100 to 2,000 nodes,
-    memory as tight as the source's) plus G and V whole. The same files on any
-    machine; existing ones are kept."""
+    34 connected regions cut from the 8 shared benchmarks (100 to 4,000 nodes,
+    memory as tight as the source's; each leaves work after presolve) plus G
+    and V whole. The same files on any machine; existing ones are kept."""
     from .suite import make_suite
 
     try:

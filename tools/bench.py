@@ -4,13 +4,15 @@ Runs ``maxshard solve`` on each benchmark with its contest time limit from
 ``best_known.csv`` (times ``--scale``), checks every answer with the exact
 evaluator, and writes a Markdown table (and optionally CSV): cost, score
 (best_known_cost / cost, >= 1.0 matches the contest's best), our in-run lower
-bound and gap, the published bound's gap, wall time and peak RSS.
+bound and gap, the published bound's gap and when our bound first reached
+the published one (``met_published``, seconds), wall time and peak RSS.
 
     python tools/bench.py                       # all benchmarks and tiled rows, full limits
     python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
     python tools/bench.py Nx2 --seed 1          # N tiled twice (maxshard generate --tile)
     python tools/bench.py N --logs runs/        # keep each run's progress log and answer
     python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
+    python tools/bench.py --prove               # the proving plan (maxshard solve --prove)
 
 A tiled row ``Nx2`` is benchmark N laid twice in time, joined by zero-cost
 edges (about 80,000 nodes): its reference is twice N's best known cost, its
@@ -40,7 +42,13 @@ DEFAULT_TILED = ["Nx2", "Ux2"]
 
 
 def run_one(
-    path: Path, timeout: float, seed: int, backends: list[str], presolve: bool, quiet: bool = True
+    path: Path,
+    timeout: float,
+    seed: int,
+    backends: list[str],
+    presolve: bool,
+    quiet: bool = True,
+    prove: bool = False,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
@@ -50,6 +58,8 @@ def run_one(
             cmd += ["--backend", b]
         if not presolve:
             cmd.append("--no-presolve")
+        if prove:
+            cmd.append("--prove")
         start = time.monotonic()
         # stderr to a file: a long progress log would fill a pipe read after stdout
         with (Path(tmp) / "stderr").open("w+b") as err:
@@ -70,6 +80,7 @@ def run_one(
         "rss_mb": result.get("peak_rss_mb") or usage.ru_maxrss / 1024,
         "lower_bound": result.get("lower_bound"),
         "method": result.get("method"),
+        "trace": result.get("trace") or [],
     }
 
 
@@ -153,6 +164,7 @@ def main() -> None:
     ap.add_argument(
         "--no-presolve", action="store_true", help="solve without presolve (for comparisons)"
     )
+    ap.add_argument("--prove", action="store_true", help="run maxshard solve --prove")
     ap.add_argument("--bench-dir", type=Path, default=BENCH)
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
     ap.add_argument(
@@ -179,7 +191,13 @@ def main() -> None:
         path = r["path"]
         limit = float(r["timeout_s"]) * args.scale
         run = run_one(
-            path, limit, args.seed, args.backend, not args.no_presolve, quiet=not args.logs
+            path,
+            limit,
+            args.seed,
+            args.backend,
+            not args.no_presolve,
+            quiet=not args.logs,
+            prove=args.prove,
         )
         name = r["benchmark"].rsplit("-", 1)[-1]
         if args.logs:
@@ -208,6 +226,10 @@ def main() -> None:
                 bound=lb,
                 gap_bound=None if lb is None else f"{100 * (ev['cost'] - lb) / ev['cost']:.2f}%",
                 gap_published=f"{100 * (ev['cost'] - published) / ev['cost']:.2f}%",
+                # when the in-run bound first reached the published one (seconds)
+                met_published=next(
+                    (t for t, _, b in run["trace"] if b is not None and b >= published), None
+                ),
                 method=run["method"],
             )
         row["late"] = "LATE" if run["wall"] > limit else ""
@@ -222,6 +244,7 @@ def main() -> None:
         "bound",
         "gap_bound",
         "gap_published",
+        "met_published",
         "time_s",
         "rss_mb",
         "valid",
