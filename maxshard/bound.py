@@ -145,42 +145,19 @@ def _sweep(
         k0, deg = inc_off[v], inc_off[v + 1] - inc_off[v]
         if deg == 0:
             continue
-        # min-marginal of every incident edge, and the node's own costs
+        # min-marginal of every incident edge (strided through its table)
         for j in range(deg):
             e, nc = inc_edge[k0 + j], ncols[inc_edge[k0 + j]]
             base = edge_off[e]
-            r0, c0 = row_base[e], col_base[e]
-            if inc_side[k0 + j] == 0:  # v is the row end
+            if inc_side[k0 + j] == 0:  # v is the row end: a row per value, the columns' messages
                 for a in range(d):
-                    best = np.inf
-                    for b in range(nc):
-                        t = cost[base + a * nc + b] - phi_col[c0 + b]
-                        if t < best:
-                            best = t
-                    if tau > 0:  # soft minimum: -tau log sum exp(-t / tau)
-                        z = 0.0
-                        for b in range(nc):
-                            gap = cost[base + a * nc + b] - phi_col[c0 + b] - best
-                            if gap < 40 * tau:
-                                z += np.exp(-gap / tau)
-                        best -= tau * np.log(z)
-                    m_e[j * d + a] = best - phi_row[r0 + a]
-            else:
+                    m = _marginal(cost, base + a * nc, 1, nc, phi_col, col_base[e], tau)
+                    m_e[j * d + a] = m - phi_row[row_base[e] + a]
+            else:  # v is the column end
                 nr = (edge_off[e + 1] - base) // nc
                 for b in range(d):
-                    best = np.inf
-                    for a in range(nr):
-                        t = cost[base + a * nc + b] - phi_row[r0 + a]
-                        if t < best:
-                            best = t
-                    if tau > 0:
-                        z = 0.0
-                        for a in range(nr):
-                            gap = cost[base + a * nc + b] - phi_row[r0 + a] - best
-                            if gap < 40 * tau:
-                                z += np.exp(-gap / tau)
-                        best -= tau * np.log(z)
-                    m_e[j * d + b] = best - phi_col[c0 + b]
+                    m = _marginal(cost, base + b, nc, nr, phi_row, row_base[e], tau)
+                    m_e[j * d + b] = m - phi_col[col_base[e] + b]
         for a in range(d):
             total = unary[first + a]
             for j in range(deg):
@@ -196,6 +173,25 @@ def _sweep(
                     phi_row[row_base[e] + a] += m_e[j * d + a] - level
                 else:
                     phi_col[col_base[e] + a] += m_e[j * d + a] - level
+
+
+@njit(cache=True)
+def _marginal(cost, start, step, count, phi, phi0, tau):
+    """``min_k cost[start + k step] - phi[phi0 + k]`` over ``k < count``; with
+    ``tau > 0`` the soft minimum ``-tau log sum exp(-t / tau)``."""
+    best = np.inf
+    for k in range(count):
+        t = cost[start + k * step] - phi[phi0 + k]
+        if t < best:
+            best = t
+    if tau > 0:
+        z = 0.0
+        for k in range(count):
+            gap = cost[start + k * step] - phi[phi0 + k] - best
+            if gap < 40 * tau:  # the rest adds less than exp(-40)
+                z += np.exp(-gap / tau)
+        best -= tau * np.log(z)
+    return best
 
 
 @njit(cache=True)

@@ -584,7 +584,12 @@ def compare_cmd(
     ],
     backend: Annotated[
         list[str] | None,
-        typer.Option("--backend", "-b", help="Backend to compare (repeatable; default: all)."),
+        typer.Option(
+            "--backend",
+            "-b",
+            help="Backend to compare (repeatable; default: all); also 'default' or 'prove': "
+            "maxshard's own plans on two workers each (then give --jobs 1 on two cores).",
+        ),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per run.")] = 10.0,
     seeds: Annotated[int, typer.Option(min=1, help="Runs per instance and backend.")] = 1,
@@ -632,7 +637,7 @@ def compare_cmd(
     try:
         _declare(solver)
         names = backend or sorted(_available())
-        _check_backends(names)  # before making a directory for nothing
+        _check_backends([n for n in names if n not in ("default", "prove")])  # before any run
         directory = out or Path(tempfile.mkdtemp(prefix="maxshard-compare-"))
         records = api.compare(
             paths, names, timeout, seeds, directory, jobs, ray, figures, progress=True

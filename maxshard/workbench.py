@@ -64,9 +64,17 @@ def plan_runs(paths: Iterable[Path], backends: list[str], seeds: int, timeout: f
     return runs
 
 
+#: Names a sweep may give instead of a backend: maxshard's own plans (the default
+#: one, or --prove's), each on :data:`PLAN_WORKERS` workers (give the sweep that
+#: many cores per run: ``--jobs 1`` on two cores)
+PLANS = {"default": False, "prove": True}
+PLAN_WORKERS = 2
+
+
 def run_one(run: Run, data: bytes | None = None) -> Record:
     """Solve ``run`` (from ``data`` if given, else its file); never raises."""
     from .orchestrate import Best, kill_workers, run_backends
+    from .orchestrate import solve as solve_plan
     from .reader import parse_instance, read_bytes
     from .reduce import Infeasible, reduce
 
@@ -88,7 +96,14 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
         record["presolve_s"] = round(time.monotonic() - start, 3)
         record["variables"] = model.nv
         best = Best(inst, lambda _message: None)
-        outcome = run_backends(model, best, [run.backend], best.start + run.timeout, run.seed, 1)
+        if run.backend in PLANS:  # the whole plan, presolve included (as `maxshard solve`)
+            best.start = start
+            solve_plan(inst, start + run.timeout, best.log, None, run.seed, best,
+                       workers=PLAN_WORKERS, prove=PLANS[run.backend])  # fmt: skip
+            outcome = {run.backend: best.status}
+        else:
+            deadline = best.start + run.timeout
+            outcome = run_backends(model, best, [run.backend], deadline, run.seed, 1)
         ev = best.evaluation
         record.update(
             status=best.status,

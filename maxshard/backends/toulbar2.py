@@ -92,9 +92,7 @@ def float_costs(values: np.ndarray) -> list[float]:
     return out.tolist()
 
 
-def build(
-    model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0
-):
+def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0):
     """A fresh toulbar2 problem for ``model`` with the given unary costs."""
     import pytoulbar2
 

@@ -130,6 +130,14 @@ def restore(model: Model, fmt: str, text: str) -> np.ndarray:
     return module(fmt).read_answer(model, text)
 
 
+def v_lines(text: str) -> list[str]:
+    """The bodies of a SAT-style answer's ``v`` lines; FormatError if there are none."""
+    found = [line[2:].strip() for line in text.splitlines() if line.startswith("v ")]
+    if not found:
+        raise FormatError("the answer has no 'v' line (the solver found no assignment?)")
+    return found
+
+
 def one_value_each(model: Model, chosen: np.ndarray, what: str) -> np.ndarray:
     """The model solution from 0/1 flags per value (indexed like ``model.unary``);
     FormatError unless every variable has exactly one value set."""

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..instance import FORBIDDEN
 from ..model import Model, offsets, ranks, running_sum, table_slots
-from . import FormatError, Header, one_value_each, open_out
+from . import FormatError, Header, one_value_each, open_out, v_lines
 from .memory import knapsack_size, knapsacks, units
 from .text import Kinds
 
@@ -193,20 +193,13 @@ _LIT = re.compile(r"^(-?)x(\d+)$")
 
 
 def read_answer(model: Model, text: str) -> np.ndarray:
-    nval = int(model.dom_off[-1])
-    chosen = np.zeros(nval, dtype=np.int64)
-    found = False
-    for line in text.splitlines():
-        if not line.startswith("v "):
-            continue
-        found = True
-        for token in line.split()[1:]:
+    chosen = np.zeros(int(model.dom_off[-1]), dtype=np.int64)
+    for body in v_lines(text):
+        for token in body.split():
             lit = _LIT.match(token)
             if lit is None:
                 raise FormatError(f"a v line with {token!r}, not a literal like x3 or -x3")
             i = int(lit.group(2))
-            if not lit.group(1) and 1 <= i <= nval:
+            if not lit.group(1) and 1 <= i <= len(chosen):
                 chosen[i - 1] = 1
-    if not found:
-        raise FormatError("the answer has no 'v' line (the solver found no assignment?)")
     return one_value_each(model, chosen, "answer")

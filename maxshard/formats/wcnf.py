@@ -32,7 +32,7 @@ import numpy as np
 
 from ..instance import FORBIDDEN
 from ..model import Model, reparametrise
-from . import FormatError, Header, one_value_each, open_out
+from . import FormatError, Header, one_value_each, open_out, v_lines
 from .memory import most_load, units
 from .text import Kinds
 
@@ -288,22 +288,14 @@ def _at_most(bits: np.ndarray, room: int) -> list[list[int]]:
 def read_answer(model: Model, text: str) -> np.ndarray:
     nval = int(model.dom_off[-1])
     chosen = np.zeros(nval, dtype=np.int64)
-    found = False
-    for line in text.splitlines():
-        if not line.startswith("v "):
-            continue
-        found = True
-        body = line[2:].strip()
+    for body in v_lines(text):
         if body and set(body) <= {"0", "1"} and len(body) >= nval:  # the 2022+ string
             chosen |= np.frombuffer(body[:nval].encode(), dtype=np.uint8) == ord("1")
             continue
         try:
             lits = np.array([int(t) for t in body.split()], dtype=np.int64)
         except ValueError:
-            bad = line[:60]
+            bad = body[:60]
             raise FormatError(f"a v line of neither literals nor 0s and 1s: {bad!r}") from None
-        true = lits[(lits > 0) & (lits <= nval)]
-        chosen[true - 1] = 1
-    if not found:
-        raise FormatError("the answer has no 'v' line (the solver found no assignment?)")
+        chosen[lits[(lits > 0) & (lits <= nval)] - 1] = 1
     return one_value_each(model, chosen, "answer")
