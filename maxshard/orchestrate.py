@@ -370,8 +370,13 @@ def run_backends(
                         if best.evaluation is None:
                             best.proved("infeasible")
     finally:
+        # a worker still running was stopped: by a proof, the gap reached, or the clock
+        why = "stopped at deadline"
+        if finished:
+            proved = best.status in ("optimal", "infeasible")
+            why = "stopped: " + ("proved" if proved else "gap reached")
         for job in running:
-            outcome.setdefault(job.name, "stopped at deadline")
+            outcome.setdefault(job.name, why)
         kill_workers()
     return outcome
 

@@ -282,7 +282,7 @@ def test_streamed_bounds_are_kept_and_a_matching_one_ends_the_run(tmp_path, fake
     assert time.monotonic() - start < 2 and best.status == "optimal"
     assert best.lower_bound == model.cost(x) == best.evaluation.cost
     assert any("bound by bounding" in m for m in messages)
-    assert outcome == {"bounding": "stopped at deadline"}
+    assert outcome == {"bounding": "stopped: proved"}
 
 
 def test_fully_presolved_instance_needs_no_backend(tmp_path):
@@ -341,7 +341,7 @@ def test_a_solution_found_by_one_worker_reaches_another_while_both_run(tmp_path,
         best.method == "finder" and best.evaluation.cost < evaluate(inst, model.reconstruct(x)).cost
     )
     assert best.status == "optimal" and best.lower_bound == best.evaluation.cost
-    assert outcome == {"listener": "stopped at deadline", "finder": "stopped at deadline"}
+    assert outcome == {"listener": "stopped: proved", "finder": "stopped: proved"}
 
 
 def test_shared_best_is_new_solutions_only():
