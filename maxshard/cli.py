@@ -637,7 +637,7 @@ def compare_cmd(
     try:
         _declare(solver)
         names = backend or sorted(_available())
-        _check_backends([n for n in names if n not in ("default", "prove")])  # before any run
+        _check_backends([n for n in names if n not in workbench.PLANS])  # before any run
         directory = out or Path(tempfile.mkdtemp(prefix="maxshard-compare-"))
         records = api.compare(
             paths, names, timeout, seeds, directory, jobs, ray, figures, progress=True

@@ -553,6 +553,7 @@ def solve(
     presolve: bool = True,
     workers: int | None = None,
     prove: bool = False,
+    model: Model | None = None,
 ) -> Best:
     """Presolve, run the backends until ``deadline``, return the best verified solution.
 
@@ -560,14 +561,15 @@ def solve(
     (and its ``target_gap`` to stop once the answer is proven that close);
     ``presolve=False`` skips all presolve passes but time compression;
     ``workers`` backends run at a time (default: the cores available);
-    ``prove`` runs the plan that closes the gap (:func:`proving_stages`).
+    ``prove`` runs the plan that closes the gap (:func:`proving_stages`);
+    ``model``: ``inst`` already presolved (skips presolve).
     """
     from .reduce import Infeasible, memory_units, reduce
 
     best = best or Best(inst, log)
     best.offer(all_min_usage(inst), "min-usage start")
     try:
-        model = reduce(inst, passes=presolve)
+        model = model if model is not None else reduce(inst, passes=presolve)
     except Infeasible as exc:
         if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
             best.proved("infeasible")

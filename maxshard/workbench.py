@@ -96,10 +96,10 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
         record["presolve_s"] = round(time.monotonic() - start, 3)
         record["variables"] = model.nv
         best = Best(inst, lambda _message: None)
-        if run.backend in PLANS:  # the whole plan, presolve included (as `maxshard solve`)
+        if run.backend in PLANS:  # the whole plan, its time from before presolve (as `solve`)
             best.start = start
             solve_plan(inst, start + run.timeout, best.log, None, run.seed, best,
-                       workers=PLAN_WORKERS, prove=PLANS[run.backend])  # fmt: skip
+                       workers=PLAN_WORKERS, prove=PLANS[run.backend], model=model)  # fmt: skip
             outcome = {run.backend: best.status}
         else:
             deadline = best.start + run.timeout

@@ -60,6 +60,14 @@ def test_sweep_traces_and_resumes(tmp_path, two_instances):
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
+def test_maxshards_own_plans_are_entries_of_a_sweep(tmp_path, two_instances):
+    # -b default / -b prove: the whole plan on one presolved instance, checked the same way
+    records = maxshard.compare(two_instances, ["default", "prove"], 5, 1, jobs=1, figures=False)
+    assert sorted(r["backend"] for r in records) == ["default", "default", "prove", "prove"]
+    check_records(records, two_instances)
+    assert all(r["status"] == "optimal" and r["proved_at"] <= 5 for r in records)
+
+
 def test_summary_measures_on_a_known_trace():
     record = {
         "instance": "i",
