@@ -16,6 +16,8 @@ from maxshard.reduce import Infeasible, reduce
 from .conftest import Recorder, contest_optimum, generated
 
 EXACT = ["rc2", "highs", "toulbar2"]
+#: the optional extras' exact backends (maxshard[cbc], maxshard[scip]; CI installs both)
+EXTRAS = ["cbc", "scip"]
 
 
 def _solves_to_contest_optimum(inst, name, seed):
@@ -40,7 +42,7 @@ def _solves_to_contest_optimum(inst, name, seed):
     return expected, result, found
 
 
-@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("name", EXACT + EXTRAS)
 @pytest.mark.parametrize("seed", range(16))
 def test_exact_backend_matches_brute_force(tmp_path, name, seed):
     """The contest's optimum, also when forbidden picks cannot be avoided (then the
