@@ -13,7 +13,8 @@ solution any of them has reported, when it changed since it last asked (the
 orchestrator's ``report`` offers it; plain callables simply have none). A
 backend may also hand over its search state with :func:`share_state` (e.g. a
 Lagrangian loop's prices); a worker restarted as a copy of another backend
-receives that backend's last state from :func:`inherited_state`.
+receives that backend's last state from :func:`inherited_state`, and its own
+from :func:`previous_state`.
 
 Backends register under the entry-point group ``maxshard.backends``; the
 built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
@@ -99,6 +100,12 @@ def share_state(report: Report, state: object) -> None:
 def inherited_state(report: Report) -> object | None:
     """The state handed over by the worker this one continues, or None."""
     return getattr(report, "inherited", None)
+
+
+def previous_state(report: Report) -> object | None:
+    """The last state this worker handed over as the backend it ran before it
+    was restarted as another (at the leader switch), or None."""
+    return getattr(report, "previous", None)
 
 
 class BackendError(ValueError):

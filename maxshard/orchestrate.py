@@ -75,11 +75,22 @@ class Best:
             return False
         self.solution, self.evaluation, self.method, self.model_x = solution, ev, method, model_x
         self.status = "feasible"
+        if not ev.forbidden and self.lower_bound is not None and self.lower_bound > ev.cost:
+            self.log(f"warning: the lower bound {self.lower_bound} exceeds the checked cost "
+                     f"{ev.cost}; dropped")  # fmt: skip
+            self.lower_bound = None
         self._record()
         self.log(self.describe())
         return True
 
     def bound(self, value: int, method: str) -> None:
+        ev = self.evaluation
+        if ev is not None and not ev.forbidden and value > ev.cost:
+            # no valid bound exceeds the cost of an answer that fits: a backend
+            # bug, which must not end the run as a proof
+            self.log(f"warning: {method} claimed the lower bound {value}, above the checked "
+                     f"cost {ev.cost}; ignored")  # fmt: skip
+            return
         if self.lower_bound is None or value > self.lower_bound:
             self.lower_bound = value
             self._record()
@@ -188,10 +199,15 @@ class WorkerReport:
     """A worker's ``report`` callback: sends to the parent; ``best()`` returns the
     best solution of all workers when it changed since the last call (else None);
     ``state(s)`` hands the backend's search state to the parent; ``inherited`` is
-    the state of the worker this one continues (see :func:`backend.share_state`)."""
+    the state of the worker this one continues, ``previous`` this worker's own
+    last state before it restarted as another backend (see
+    :func:`backend.share_state`)."""
 
-    def __init__(self, conn: Connection, shared: Shared, inherited: object = None) -> None:
-        self.conn, self.shared, self.seen, self.inherited = conn, shared, 0, inherited
+    def __init__(
+        self, conn: Connection, shared: Shared, inherited: object = None, previous: object = None
+    ) -> None:
+        self.conn, self.shared, self.seen = conn, shared, 0
+        self.inherited, self.previous = inherited, previous
 
     def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
         if solution is not None:
@@ -216,13 +232,14 @@ def _worker(
     conn,
     shared: Shared,
     inherited: object = None,
+    previous: object = None,
 ) -> None:
     # stdout carries the answer: a backend (or the library under it) must not write there
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     try:
         backend = backends.load(name)
-        report = WorkerReport(conn, shared, inherited)
+        report = WorkerReport(conn, shared, inherited, previous)
         result = backend.solve(model, deadline, incumbent, report, seed)
         conn.send(("done", result.status.value, result.solution, result.lower_bound))
     except BaseException as exc:  # reported to the parent, which keeps going
@@ -240,14 +257,12 @@ def _start(
     best: Best,
     shared: Shared,
     inherited: object = None,
+    previous: object = None,
 ) -> Job:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_worker,
-        args=(name, model, deadline - WORKER_MARGIN, best.model_x, seed, child, shared, inherited),
-        daemon=True,
-    )
+    args = (name, model, deadline - WORKER_MARGIN, best.model_x, seed, child, shared)
+    proc = ctx.Process(target=_worker, args=(*args, inherited, previous), daemon=True)
     proc.start()
     child.close()
     job = Job(name, seed, proc, parent)
@@ -335,7 +350,13 @@ def run_backends(
                         continue  # a bound on this model's scale says nothing of the instance's
                     best.bound(msg[1], job.name)
                     ev = best.evaluation
-                    if ev is not None and not ev.forbidden and msg[1] >= ev.cost:
+                    bound = best.lower_bound
+                    if (
+                        ev is not None
+                        and not ev.forbidden
+                        and bound is not None
+                        and bound >= ev.cost
+                    ):
                         best.proved("optimal")
                     finished = finished or best.done()
                 elif msg[0] == "state":
@@ -394,7 +415,8 @@ def _follow_the_leader(
 ) -> None:
     """Restart every running worker that is not running the best solution's
     backend as that backend, each with a new seed from ``seed`` on, and from the
-    leader's last search state (its prices, for the Lagrangian loops)."""
+    leader's last search state (its prices, for the Lagrangian loops) and its
+    own (what of its work carries over: the Lagrangian loops' lower bound)."""
     leader = best.method
     leading = [job for job in running if job.name == leader]
     if not leading:
@@ -408,7 +430,7 @@ def _follow_the_leader(
         _stop(job)
         running.remove(job)
         best.log(f"{job.name} restarts as {leader}, which found the best so far")
-        running.append(_start(leader, seed + k, model, deadline, best, shared, state))
+        running.append(_start(leader, seed + k, model, deadline, best, shared, state, job.state))
 
 
 def available_cores() -> int:

@@ -121,6 +121,16 @@ class Bounding(Hang):
         time.sleep(3600)
 
 
+class Overbounding(Hang):
+    """A broken backend: claims a bound above the incumbent's cost."""
+
+    name = "overbounding"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        report(lower_bound=model.cost(incumbent) + 1)
+        time.sleep(3600)
+
+
 class Finder(Hang):
     """Improves the incumbent by a descent after a moment, reports it, and waits."""
 
@@ -146,7 +156,9 @@ class Stateful(Hang):
     def solve(self, model, deadline, incumbent, report, seed=0):
         inherited = backends.inherited_state(report)
         if inherited is not None:
-            report(lower_bound=inherited["bound"])
+            # less what the restarted worker had handed over as its own backend
+            previous = backends.previous_state(report) or {"mark": 0}
+            report(lower_bound=inherited["bound"] - previous["mark"])
         else:
             from maxshard.backends.local import Search
 
@@ -155,6 +167,16 @@ class Stateful(Hang):
             search.descend(deadline)
             report(search.x.copy())
             backends.share_state(report, {"bound": model.cost(search.x) - 7})
+        time.sleep(3600)
+
+
+class Marker(Hang):
+    """Hands over a state of its own, then waits."""
+
+    name = "marker"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        backends.share_state(report, {"mark": 1})
         time.sleep(3600)
 
 
@@ -183,8 +205,10 @@ def fake_plugins(monkeypatch):
         "optimal": EntryPoint("optimal", "tests.test_backends:Optimal", GROUP),
         "bounding": EntryPoint("bounding", "tests.test_backends:Bounding", GROUP),
         "finder": EntryPoint("finder", "tests.test_backends:Finder", GROUP),
+        "overbounding": EntryPoint("overbounding", "tests.test_backends:Overbounding", GROUP),
         "listener": EntryPoint("listener", "tests.test_backends:Listener", GROUP),
         "stateful": EntryPoint("stateful", "tests.test_backends:Stateful", GROUP),
+        "marker": EntryPoint("marker", "tests.test_backends:Marker", GROUP),
         "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
     }
     monkeypatch.setattr(backends, "available", lambda: {**real, **fakes})
@@ -268,6 +292,15 @@ def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plug
     assert best.lower_bound == best.evaluation.cost - 7
 
 
+def test_a_restarted_worker_also_gets_its_own_last_state(tmp_path, fake_plugins):
+    _, model, best, _ = _started(tmp_path)
+    start = time.monotonic()
+    run_backends(model, best, ["marker", "stateful"], start + 2.0, workers=2, switch=0.5)
+    assert best.method == "stateful"
+    # the marker restarted as a copy of the leader: the leader's state, and its own mark
+    assert best.lower_bound == best.evaluation.cost - 8
+
+
 def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
     _, model, best, x = _started(tmp_path)
     start = time.monotonic()
@@ -285,6 +318,25 @@ def test_streamed_bounds_are_kept_and_a_matching_one_ends_the_run(tmp_path, fake
     assert best.lower_bound == model.cost(x) == best.evaluation.cost
     assert any("bound by bounding" in m for m in messages)
     assert outcome == {"bounding": "stopped: proved"}
+
+
+def test_a_bound_above_a_checked_answer_is_ignored_not_a_proof(tmp_path, fake_plugins):
+    messages = []
+    _, model, best, x = _started(tmp_path, messages.append)
+    start = time.monotonic()
+    run_backends(model, best, ["overbounding"], start + 1.5)
+    assert time.monotonic() - start > 1.2 and best.status == "feasible"
+    assert best.lower_bound is None and best.evaluation.cost == model.cost(x)
+    assert any("claimed the lower bound" in m and "ignored" in m for m in messages)
+    # a bound that an answer found later undercuts is dropped, not kept
+    from maxshard.backends.local import Search
+
+    best.lower_bound = best.evaluation.cost  # as if a broken backend had "proved" the start
+    search = Search(model, 0)
+    search.reset(x)
+    search.descend(time.monotonic() + 5)
+    assert best.offer(model.reconstruct(search.x), "descent", search.x.copy())
+    assert best.lower_bound is None and any("dropped" in m for m in messages)
 
 
 def test_fully_presolved_instance_needs_no_backend(tmp_path):
