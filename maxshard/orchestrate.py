@@ -97,6 +97,11 @@ class Best:
             if self.evaluation is not None:
                 self.log(self.describe(f"bound by {method}"))
 
+    def closed(self) -> bool:
+        """A clean answer whose cost the proven bound reaches: it is optimal."""
+        ev, bound = self.evaluation, self.lower_bound
+        return ev is not None and not ev.forbidden and bound is not None and bound >= ev.cost
+
     def done(self) -> bool:
         """Nothing left to do: proved optimal or infeasible, or within the target
         gap (a clean answer whose cost the proven bound is that close to)."""
@@ -349,14 +354,7 @@ def run_backends(
                     if not proofs_hold:
                         continue  # a bound on this model's scale says nothing of the instance's
                     best.bound(msg[1], job.name)
-                    ev = best.evaluation
-                    bound = best.lower_bound
-                    if (
-                        ev is not None
-                        and not ev.forbidden
-                        and bound is not None
-                        and bound >= ev.cost
-                    ):
+                    if best.closed():
                         best.proved("optimal")
                     finished = finished or best.done()
                 elif msg[0] == "state":

@@ -283,22 +283,16 @@ def test_workers_behind_restart_as_the_leader_at_the_switch(tmp_path, fake_plugi
         assert switch == []
 
 
-def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plugins):
+@pytest.mark.parametrize(("behind", "less"), [("hang", 7), ("marker", 8)])
+def test_a_worker_restarted_as_the_leader_inherits_its_state(tmp_path, fake_plugins, behind, less):
+    """The copy restarted at the switch gets the leader's state, and (a marker
+    before it) its own last state too."""
     _, model, best, _ = _started(tmp_path)
     start = time.monotonic()
-    run_backends(model, best, ["hang", "stateful"], start + 2.0, workers=2, switch=0.5)
+    run_backends(model, best, [behind, "stateful"], start + 2.0, workers=2, switch=0.5)
     assert best.method == "stateful"
-    # only the copy restarted from the leader's state reports this bound
-    assert best.lower_bound == best.evaluation.cost - 7
-
-
-def test_a_restarted_worker_also_gets_its_own_last_state(tmp_path, fake_plugins):
-    _, model, best, _ = _started(tmp_path)
-    start = time.monotonic()
-    run_backends(model, best, ["marker", "stateful"], start + 2.0, workers=2, switch=0.5)
-    assert best.method == "stateful"
-    # the marker restarted as a copy of the leader: the leader's state, and its own mark
-    assert best.lower_bound == best.evaluation.cost - 8
+    # only the copy restarted from the leader's state reports this bound, less its own mark
+    assert best.lower_bound == best.evaluation.cost - less
 
 
 def test_optimal_backend_stops_the_run_early(tmp_path, fake_plugins):
