@@ -75,21 +75,22 @@ class Best:
             return False
         self.solution, self.evaluation, self.method, self.model_x = solution, ev, method, model_x
         self.status = "feasible"
-        if not ev.forbidden and self.lower_bound is not None and self.lower_bound > ev.cost:
+        cost = self.clean_cost()
+        if cost is not None and self.lower_bound is not None and self.lower_bound > cost:
             self.log(f"warning: the lower bound {self.lower_bound} exceeds the checked cost "
-                     f"{ev.cost}; dropped")  # fmt: skip
+                     f"{cost}; dropped")  # fmt: skip
             self.lower_bound = None
         self._record()
         self.log(self.describe())
         return True
 
     def bound(self, value: int, method: str) -> None:
-        ev = self.evaluation
-        if ev is not None and not ev.forbidden and value > ev.cost:
+        cost = self.clean_cost()
+        if cost is not None and value > cost:
             # no valid bound exceeds the cost of an answer that fits: a backend
             # bug, which must not end the run as a proof
             self.log(f"warning: {method} claimed the lower bound {value}, above the checked "
-                     f"cost {ev.cost}; ignored")  # fmt: skip
+                     f"cost {cost}; ignored")  # fmt: skip
             return
         if self.lower_bound is None or value > self.lower_bound:
             self.lower_bound = value
@@ -97,10 +98,16 @@ class Best:
             if self.evaluation is not None:
                 self.log(self.describe(f"bound by {method}"))
 
+    def clean_cost(self) -> int | None:
+        """The checked cost of the answer if it has no forbidden pick (the only
+        answers a bound can prove optimal or be checked against), else None."""
+        ev = self.evaluation
+        return ev.cost if ev is not None and not ev.forbidden else None
+
     def closed(self) -> bool:
         """A clean answer whose cost the proven bound reaches: it is optimal."""
-        ev, bound = self.evaluation, self.lower_bound
-        return ev is not None and not ev.forbidden and bound is not None and bound >= ev.cost
+        cost, bound = self.clean_cost(), self.lower_bound
+        return cost is not None and bound is not None and bound >= cost
 
     def done(self) -> bool:
         """Nothing left to do: proved optimal or infeasible, or within the target
@@ -109,7 +116,7 @@ class Best:
         reached = (
             self.target_gap is not None
             and gap is not None
-            and not self.evaluation.forbidden
+            and self.clean_cost() is not None
             and gap <= self.target_gap
         )
         if reached and self.gap_reached_at is None:
