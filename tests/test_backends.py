@@ -559,3 +559,62 @@ def test_rc2_builds_memory_diagrams_only_until_its_time_is_up(tmp_path):
 
     assert diagrams(float("inf"))  # memory binds somewhere: some diagram is built
     assert diagrams(time.monotonic() - 1) == []
+
+
+def test_toulbar2_restarts_bounded_by_its_best_answer(tmp_path, monkeypatch):
+    """A search whose answers stop improving starts again with the best one's
+    cost as its initial bound: each bound the cost of an answer it reported,
+    each below the last; every answer fits and the result is the best."""
+    from maxshard.backends import toulbar2
+
+    inst = generated(
+        tmp_path, 1, nodes=600, edges=2400, max_strategies=6, forbidden=0.0, functional=0.0
+    )
+    model = reduce(inst)
+    bounds = []
+    real = toulbar2.build
+    monkeypatch.setattr(
+        toulbar2, "build", lambda m, u, s, ub, **k: (bounds.append(ub), real(m, u, s, ub, **k))[1]
+    )
+    backend = toulbar2.Toulbar2()
+    backend.restart_quiet = 0.5
+    found = Recorder()
+    result = backend.solve(model, time.monotonic() + 5, None, found, 0)
+    assert bounds[0] is None and len(bounds) >= 2  # the search cannot finish in 5 s
+    costs = [model.cost(x) - model.offset for x in found.solutions]
+    assert all(b in costs for b in bounds[1:]) and bounds[1:] == sorted(set(bounds[1:]))[::-1]
+    assert all(model.fits(x) and not model.forbidden(x) for x in found.solutions)
+    assert result.status == Status.FEASIBLE
+    assert model.cost(result.solution) - model.offset == min(costs)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_toulbar2_restarted_still_proves_the_contest_optimum(tmp_path, monkeypatch, seed):
+    """Its first search made to look stopped before its proof (as after a quiet
+    spell), the search starts again below that answer: the proof that ends it
+    makes the answer the contest's optimum (brute force; also where every
+    answer has a forbidden pick, or nothing fits)."""
+    from maxshard.backends import toulbar2
+
+    searches = []
+    real = toulbar2.run
+
+    def cut_first(*args, **kw):
+        proved, x = real(*args, **kw)
+        searches.append(proved)
+        return (proved and len(searches) > 1), x
+
+    monkeypatch.setattr(toulbar2, "run", cut_first)
+    tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
+    inst = generated(tmp_path, seed, nodes=8, forbidden=0.15 * (seed % 3), tightness=tight)
+    if _solves_to_contest_optimum(inst, "toulbar2", seed) is not None:
+        assert len(searches) == 2  # the restart proved nothing cheaper exists
+
+
+def test_toulbar2_initial_bound_cuts_off_nothing_cheaper():
+    """Costs past 2**53 are not all doubles: the bound rounds up, never down."""
+    from maxshard.backends.toulbar2 import upper_bound
+
+    assert upper_bound(7) == 7.0
+    for cost in (2**53 + 1, 3 * 2**60 + 5):
+        assert upper_bound(cost) >= cost and upper_bound(cost) - cost <= 2**12
