@@ -108,6 +108,12 @@ def previous_state(report: Report) -> object | None:
     return getattr(report, "previous", None)
 
 
+def ascent_elsewhere(report: Report) -> bool:
+    """True when another worker of the run climbs the dual ascent all along
+    (``--prove``'s ``dual``): a backend's own ascent would repeat it, behind."""
+    return bool(getattr(report, "ascent_elsewhere", False))
+
+
 class BackendError(ValueError):
     """A backend that cannot be loaded or used."""
 

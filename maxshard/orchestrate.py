@@ -213,13 +213,20 @@ class WorkerReport:
     ``state(s)`` hands the backend's search state to the parent; ``inherited`` is
     the state of the worker this one continues, ``previous`` this worker's own
     last state before it restarted as another backend (see
-    :func:`backend.share_state`)."""
+    :func:`backend.share_state`); ``ascent_elsewhere``: another worker climbs
+    the dual ascent (see :func:`backend.ascent_elsewhere`)."""
 
     def __init__(
-        self, conn: Connection, shared: Shared, inherited: object = None, previous: object = None
+        self,
+        conn: Connection,
+        shared: Shared,
+        inherited: object = None,
+        previous: object = None,
+        ascent_elsewhere: bool = False,
     ) -> None:
         self.conn, self.shared, self.seen = conn, shared, 0
         self.inherited, self.previous = inherited, previous
+        self.ascent_elsewhere = ascent_elsewhere
 
     def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
         if solution is not None:
@@ -245,13 +252,14 @@ def _worker(
     shared: Shared,
     inherited: object = None,
     previous: object = None,
+    ascent_elsewhere: bool = False,
 ) -> None:
     # stdout carries the answer: a backend (or the library under it) must not write there
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     try:
         backend = backends.load(name)
-        report = WorkerReport(conn, shared, inherited, previous)
+        report = WorkerReport(conn, shared, inherited, previous, ascent_elsewhere)
         result = backend.solve(model, deadline, incumbent, report, seed)
         conn.send(("done", result.status.value, result.solution, result.lower_bound))
     except BaseException as exc:  # reported to the parent, which keeps going
@@ -270,11 +278,13 @@ def _start(
     shared: Shared,
     inherited: object = None,
     previous: object = None,
+    ascent_elsewhere: bool = False,
 ) -> Job:
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     args = (name, model, deadline - WORKER_MARGIN, best.model_x, seed, child, shared)
-    proc = ctx.Process(target=_worker, args=(*args, inherited, previous), daemon=True)
+    extra = (inherited, previous, ascent_elsewhere)
+    proc = ctx.Process(target=_worker, args=(*args, *extra), daemon=True)
     proc.start()
     child.close()
     job = Job(name, seed, proc, parent)
@@ -334,7 +344,9 @@ def run_backends(
             while queue and len(running) < workers and time.monotonic() < deadline:
                 k, name = queue.pop(0)
                 inherited = (carry or {}).get(name)
-                running.append(_start(name, seed + k, model, deadline, best, shared, inherited))
+                elsewhere = name != "dual" and "dual" in plan  # see backend.ascent_elsewhere
+                args = (model, deadline, best, shared, inherited)
+                running.append(_start(name, seed + k, *args, ascent_elsewhere=elsewhere))
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not running:
                 break

@@ -168,6 +168,30 @@ def test_a_loop_restarted_as_the_other_goes_on_with_its_own_ascent(tmp_path, mon
     assert carried.bounds[0] >= climbed - 2
 
 
+def test_loops_leave_the_ascent_to_a_worker_that_climbs_it(tmp_path, monkeypatch):
+    """With ``ascent_elsewhere`` (``--prove``'s dual worker) neither loop steps an
+    ascent of its own; the multipliers still bound (diffusion, the relaxed
+    solves), the term weights then bound nothing. Without it both climb."""
+    inst, model = model_for(
+        tmp_path, 3, nodes=150, max_strategies=5, forbidden=0.0, functional=0.0, tightness=0.15
+    )
+    steps = []
+    real = Ascent.step
+    monkeypatch.setattr(Ascent, "step", lambda a, end: (steps.append(a), real(a, end))[1])
+    for backend in (Lagrange, TermLagrange):
+        monkeypatch.setattr(backend, "relax_seconds", 1)
+    for backend, bounds in ((Lagrange, True), (TermLagrange, False)):
+        report = Handover()
+        report.ascent_elsewhere = True
+        backend().solve(model, time.monotonic() + 4, None, report, 0)
+        assert not steps and bool(report.bounds) == bounds
+        assert report.solutions and all(model.fits(x) for x in report.solutions)
+        assert all(b <= model.cost(report.solutions[-1]) for b in report.bounds)
+        backend().solve(model, time.monotonic() + 4, None, Handover(), 0)
+        assert steps  # on its own, the loop climbs it
+        steps.clear()
+
+
 def test_a_relaxed_solve_may_run_longer_until_it_finds_a_solution_but_not_past_the_deadline(
     tmp_path, monkeypatch
 ):

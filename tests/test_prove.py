@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,38 @@ def test_proving_plan_keeps_a_bounding_worker_on_large_models(tmp_path, monkeypa
     assert stages[-1].share == FINAL_POLISH and "lns" in stages[-1].backends
     assert proving_stages(model, 1) == [Stage(["dual"], 1.0)]
     assert TOULBAR2_MAX_POINTS > 0
+
+
+def test_workers_beside_the_dual_are_told_it_climbs_the_ascent(tmp_path, monkeypatch):
+    """The orchestrator tells every worker but the dual's that the dual runs
+    (``backend.ascent_elsewhere``); without a dual in the plan nobody is told."""
+    from maxshard import backend as backends
+    from maxshard.orchestrate import Best, run_backends
+
+    inst = generated(tmp_path, 2, nodes=30, forbidden=0.0, tightness=0.2)
+    model = reduced_or_skip(inst)
+    probes = tmp_path / "probes"
+    probes.mkdir()
+
+    class Probe:
+        name = "probe"
+        capabilities = backends.Capabilities(False, False, True, False)
+
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def solve(self, model, deadline, incumbent, report, seed=0):
+            told = backends.ascent_elsewhere(report)
+            (probes / f"{self.label}-{seed}").write_text(str(told))
+            return backends.Result(backends.Status.UNKNOWN)
+
+    real = backends.load
+    monkeypatch.setattr(backends, "load", lambda n: Probe(n) if n.startswith("p") else real(n))
+    deadline = time.monotonic() + 3
+    run_backends(model, Best(inst, lambda _m: None), ["dual", "p1", "p2"], deadline, workers=3)
+    run_backends(model, Best(inst, lambda _m: None), ["p3"], deadline, seed=5, workers=1)
+    told = {p.name: p.read_text() for p in probes.iterdir()}
+    assert told == {"p1-1": "True", "p2-2": "True", "p3-5": "False"}
 
 
 def test_prove_bounds_hold_on_generated_instances(tmp_path, monkeypatch):

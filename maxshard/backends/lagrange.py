@@ -37,7 +37,10 @@ Each round:
    bounds for them too (its optimum when proved, else the global bound its
    cut-short search reached; see :func:`relax`). The term weights, no
    Lagrangian, climb the ascent. With both loops bounding, the bound goes on
-   rising whichever loop leads after the switch.
+   rising whichever loop leads after the switch. Where another worker climbs
+   the ascent all along (``--prove``'s ``dual``), a loop's own ascent would
+   only trail it: the multipliers keep to diffusion, the term weights skip
+   the step and give the second to the search.
 
 Every solution it reports fits in memory (the relinking never leaves the
 feasible region). Each better bound is reported as soon as it is found. After
@@ -62,6 +65,7 @@ from ..backend import (
     Report,
     Result,
     Status,
+    ascent_elsewhere,
     inherited_state,
     previous_state,
     share_state,
@@ -120,6 +124,7 @@ class Lagrange:
             return Result(Status.FEASIBLE, best_x)
 
         prices = self.prices(model)
+        prices.own_ascent = not ascent_elsewhere(report)
         # a copy restarted at the leader switch goes on from the leader's prices
         warm = inherited_state(report)
         if warm is not None:
@@ -249,6 +254,7 @@ class Multipliers:
         # the two ways to a bound (see bound), and the best each has reached
         self.ascent, self.diffusion = Ascent(model), Diffusion(model)
         self.best, self.rounds = [-math.inf, -math.inf], 0
+        self.own_ascent = True  # False: another worker climbs it (see the module docstring)
 
     def penalties(self) -> np.ndarray:
         return penalties(self.model, self.lam)
@@ -280,6 +286,7 @@ class Multipliers:
             use_ascent = self.rounds == 1
         elif self.rounds % 4 == 0:
             use_ascent = not use_ascent
+        use_ascent = use_ascent and self.own_ascent
         way = 0 if use_ascent else 1
         got = _climb(self.ascent, end) if use_ascent else self.diffusion.bound(self.lam, raw, end)
         if got is not None:
@@ -334,6 +341,7 @@ class TermWeights:
         self.model = model
         self.w, self.lo, self.hi = np.full(k, start), np.zeros(k), np.full(k, np.inf)
         self.ascent = Ascent(model)
+        self.own_ascent = True  # False: another worker climbs it (see the module docstring)
 
     def penalties(self) -> np.ndarray:
         return term_penalties(self.model, self.w)
@@ -347,8 +355,9 @@ class TermWeights:
 
     def bound(self, raw: np.ndarray, relaxed: int | None, end: float) -> int | None:
         """The dual ascent's bound, climbed until ``end`` (``raw`` and
-        ``relaxed`` belong to these weights, which bound nothing)."""
-        return _climb(self.ascent, end)
+        ``relaxed`` belong to these weights, which bound nothing); None at once
+        without an ascent of its own."""
+        return _climb(self.ascent, end) if self.own_ascent else None
 
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
         model = self.model
