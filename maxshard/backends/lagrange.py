@@ -123,8 +123,7 @@ class Lagrange:
         if model.limit is None or not len(model.base):
             return Result(Status.FEASIBLE, best_x)
 
-        prices = self.prices(model)
-        prices.own_ascent = not ascent_elsewhere(report)
+        prices = self.prices(model, ascent=not ascent_elsewhere(report))
         # a copy restarted at the leader switch goes on from the leader's prices
         warm = inherited_state(report)
         if warm is not None:
@@ -132,7 +131,7 @@ class Lagrange:
         # a worker restarted as the other loop goes on with its own ascent:
         # the bound it had climbed to is not lost at the switch
         previous = previous_state(report)
-        if isinstance(previous, dict) and "ascent" in previous:
+        if isinstance(previous, dict) and "ascent" in previous and prices.ascent is not None:
             prices.ascent.restore(previous["ascent"])
         best_bound: int | None = None
 
@@ -181,8 +180,9 @@ class Lagrange:
                 )
         return Result(Status.FEASIBLE, best_x, best_bound)
 
-    def prices(self, model: Model) -> Multipliers | TermWeights:
-        return Multipliers(model, self.theta)
+    def prices(self, model: Model, ascent: bool = True) -> Multipliers | TermWeights:
+        """The loop's prices; ``ascent=False``: without a dual ascent of their own."""
+        return Multipliers(model, self.theta, ascent)
 
     def primal(
         self, search: Search, x_r: np.ndarray, best_x: np.ndarray, deadline: float
@@ -223,8 +223,8 @@ class TermLagrange(Lagrange):
     relax_seconds = 6
     exchanges = True
 
-    def prices(self, model: Model) -> Multipliers | TermWeights:
-        return TermWeights(model)
+    def prices(self, model: Model, ascent: bool = True) -> Multipliers | TermWeights:
+        return TermWeights(model, ascent=ascent)
 
 
 class Multipliers:
@@ -247,20 +247,21 @@ class Multipliers:
     against 59.8e6): one run each, no clear winner.
     """
 
-    def __init__(self, model: Model, theta: float = 1.0) -> None:
+    def __init__(self, model: Model, theta: float = 1.0, ascent: bool = True) -> None:
         self.model, self.theta = model, theta
         self.lam = np.zeros(len(model.base))
         self.best_relaxed, self.stall = -np.inf, 0
         # the two ways to a bound (see bound), and the best each has reached
-        self.ascent, self.diffusion = Ascent(model), Diffusion(model)
+        # None where another worker climbs the ascent (see the module docstring)
+        self.ascent = Ascent(model) if ascent else None
+        self.diffusion = Diffusion(model)
         self.best, self.rounds = [-math.inf, -math.inf], 0
-        self.own_ascent = True  # False: another worker climbs it (see the module docstring)
 
     def penalties(self) -> np.ndarray:
         return penalties(self.model, self.lam)
 
     def state(self) -> dict:
-        return {"lam": self.lam, "theta": self.theta, "ascent": self.ascent.state()}
+        return {"lam": self.lam, "theta": self.theta, **_ascent_state(self.ascent)}
 
     def restore(self, state: dict) -> None:
         if "lam" in state and len(state["lam"]) == len(self.lam):
@@ -286,7 +287,7 @@ class Multipliers:
             use_ascent = self.rounds == 1
         elif self.rounds % 4 == 0:
             use_ascent = not use_ascent
-        use_ascent = use_ascent and self.own_ascent
+        use_ascent = use_ascent and self.ascent is not None
         way = 0 if use_ascent else 1
         got = _climb(self.ascent, end) if use_ascent else self.diffusion.bound(self.lam, raw, end)
         if got is not None:
@@ -336,18 +337,18 @@ class TermWeights:
 
     descent = 8.0
 
-    def __init__(self, model: Model, start: float = 1.0) -> None:
+    def __init__(self, model: Model, start: float = 1.0, ascent: bool = True) -> None:
         k = len(model.term_var)
         self.model = model
         self.w, self.lo, self.hi = np.full(k, start), np.zeros(k), np.full(k, np.inf)
-        self.ascent = Ascent(model)
-        self.own_ascent = True  # False: another worker climbs it (see the module docstring)
+        # None where another worker climbs the ascent (see the module docstring)
+        self.ascent = Ascent(model) if ascent else None
 
     def penalties(self) -> np.ndarray:
         return term_penalties(self.model, self.w)
 
     def state(self) -> dict:
-        return {"w": self.w, "lo": self.lo, "hi": self.hi, "ascent": self.ascent.state()}
+        return {"w": self.w, "lo": self.lo, "hi": self.hi, **_ascent_state(self.ascent)}
 
     def restore(self, state: dict) -> None:
         if "w" in state and len(state["w"]) == len(self.w):
@@ -357,7 +358,7 @@ class TermWeights:
         """The dual ascent's bound, climbed until ``end`` (``raw`` and
         ``relaxed`` belong to these weights, which bound nothing); None at once
         without an ascent of its own."""
-        return _climb(self.ascent, end) if self.own_ascent else None
+        return _climb(self.ascent, end) if self.ascent is not None else None
 
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
         model = self.model
@@ -430,6 +431,11 @@ def relax(
     pen = whole(penalties(model, lam))
     x, relaxed = solve_penalised(model, pen, seconds, seed, light)
     return x, _dual(model, lam, relaxed) if relaxed is not None else None
+
+
+def _ascent_state(ascent: Ascent | None) -> dict:
+    """The ascent's part of a loop's handed-over state (none without one)."""
+    return {} if ascent is None else {"ascent": ascent.state()}
 
 
 def _climb(ascent: Ascent, end: float) -> int | None:
