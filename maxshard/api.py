@@ -72,7 +72,7 @@ def solve(
         raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
     start = time.monotonic()
     inst = problem if isinstance(problem, Instance) else read_instance(problem)
-    best = orchestrate.Best(inst, log or (lambda _line: None), target_gap=gap)
+    best = orchestrate.Best(inst, log or (lambda _line: None), start=start, target_gap=gap)
     plan = list(backends or []) or None
     try:
         orchestrate.solve(inst, start + timeout, best.log, plan, seed, best, True, workers, prove)

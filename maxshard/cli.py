@@ -69,7 +69,7 @@ def run_solve(
     gap: float | None = None,
 ) -> tuple[Instance | None, Best | None, float]:
     """Read and solve under the deadline; always returns what it has by then."""
-    from .clock import deadline_for
+    from .clock import deadline_for, process_start
 
     if not timeout > 0:
         raise UsageError(f"timeout must be a positive number of seconds, got {timeout}")
@@ -80,7 +80,8 @@ def run_solve(
     _guard(deadline)
     try:
         inst = read_instance(problem)
-        best = Best(inst, log, target_gap=gap)
+        # progress and trace times count from the process start, as the budget does
+        best = Best(inst, log, start=process_start(), target_gap=gap)
         solve(inst, deadline, log, plan, seed, best, presolve, workers, prove)
     except Interrupted as exc:
         log(f"stopped by {exc}")

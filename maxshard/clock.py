@@ -40,7 +40,12 @@ def process_age() -> float:
     return since_import + before_import
 
 
+def process_start() -> float:
+    """The ``time.monotonic()`` moment this run started (see :func:`process_age`)."""
+    return time.monotonic() - process_age()
+
+
 def deadline_for(timeout: float) -> float:
     """A ``time.monotonic()`` deadline that leaves room to verify and print the answer."""
     margin = min(3.0, 0.25 + 0.01 * timeout)
-    return time.monotonic() - process_age() + timeout - margin
+    return process_start() + timeout - margin

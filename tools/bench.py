@@ -5,7 +5,10 @@ Runs ``maxshard solve`` on each benchmark with its contest time limit from
 evaluator, and writes a Markdown table (and optionally CSV): cost, score
 (best_known_cost / cost, >= 1.0 matches the contest's best), our in-run lower
 bound and gap, the published bound's gap and when our bound first reached
-the published one (``met_published``, seconds), wall time and peak RSS.
+the published one (``met_published``, seconds), wall time and peak RSS, and the
+curve of the run: when its answer first reached the contest's best
+(``time_to_best``, seconds from the start) and its score at 10%, 25% and 50%
+of the budget (``score_10`` ..., read from the run's trace).
 
     python tools/bench.py                       # all benchmarks and tiled rows, full limits
     python tools/bench.py --scale 0.25 A G      # a quarter of the limit, two instances
@@ -82,6 +85,22 @@ def run_one(
         "method": result.get("method"),
         "trace": result.get("trace") or [],
     }
+
+
+#: Points of the budget (percent) at which the table reads the score off the trace.
+CURVE = (10, 25, 50)
+
+
+def time_to_best(trace: list, best_known: int) -> float | None:
+    """Seconds (from the process start) until the answer first cost at most the
+    contest's best, or None if it never did."""
+    return next((t for t, cost, _ in trace if cost is not None and cost <= best_known), None)
+
+
+def score_at(trace: list, best_known: int, seconds: float) -> float | None:
+    """The score of the best answer the run had ``seconds`` after its start (None: none yet)."""
+    costs = [cost for t, cost, _ in trace if t <= seconds and cost is not None]
+    return round(best_known / costs[-1], 4) if costs else None
 
 
 def check(path: Path, answer: list[int]) -> dict[str, int | bool]:
@@ -231,6 +250,8 @@ def main() -> None:
                     (t for t, _, b in run["trace"] if b is not None and b >= published), None
                 ),
                 method=run["method"],
+                time_to_best=time_to_best(run["trace"], best),
+                **{f"score_{k}": score_at(run["trace"], best, k / 100 * limit) for k in CURVE},
             )
         row["late"] = "LATE" if run["wall"] > limit else ""
         table.append(row)
@@ -245,6 +266,8 @@ def main() -> None:
         "gap_bound",
         "gap_published",
         "met_published",
+        "time_to_best",
+        *(f"score_{k}" for k in CURVE),
         "time_s",
         "rss_mb",
         "valid",
