@@ -21,6 +21,14 @@ from maxshard.model import segment_argmin
 from .conftest import Recorder, generated, reduced_or_skip
 
 
+@pytest.fixture
+def toulbar2_rounds(monkeypatch):
+    """The multiplier loop without its dive (see test_dive.py): the tests using
+    it are about the toulbar2 rounds, which a short run would skip."""
+    monkeypatch.setattr(Lagrange, "dive_all", 0.0)
+    monkeypatch.setattr(Lagrange, "dive_max", 0.0)
+
+
 def model_for(tmp_path, seed, **kw):
     inst = generated(tmp_path, seed, **kw)
     return inst, reduced_or_skip(inst)
@@ -121,7 +129,9 @@ class Handover(Recorder):
 
 
 @pytest.mark.parametrize("backend", [Lagrange, TermLagrange])
-def test_a_restarted_loop_goes_on_from_the_prices_it_inherits(tmp_path, monkeypatch, backend):
+def test_a_restarted_loop_goes_on_from_the_prices_it_inherits(
+    tmp_path, monkeypatch, toulbar2_rounds, backend
+):
     from maxshard.backends import lagrange
 
     _, model = model_for(
@@ -146,7 +156,9 @@ def test_a_restarted_loop_goes_on_from_the_prices_it_inherits(tmp_path, monkeypa
     assert np.array_equal(priced[0], warm)
 
 
-def test_a_loop_restarted_as_the_other_goes_on_with_its_own_ascent(tmp_path, monkeypatch):
+def test_a_loop_restarted_as_the_other_goes_on_with_its_own_ascent(
+    tmp_path, monkeypatch, toulbar2_rounds
+):
     """At the leader switch the term-priced loop restarts as the multipliers (or
     back): it takes the leader's prices but keeps its own climbed bound."""
     _, model = model_for(
@@ -168,7 +180,7 @@ def test_a_loop_restarted_as_the_other_goes_on_with_its_own_ascent(tmp_path, mon
     assert carried.bounds[0] >= climbed - 2
 
 
-def test_loops_leave_the_ascent_to_a_worker_that_climbs_it(tmp_path, monkeypatch):
+def test_loops_leave_the_ascent_to_a_worker_that_climbs_it(tmp_path, monkeypatch, toulbar2_rounds):
     """With ``ascent_elsewhere`` (``--prove``'s dual worker) neither loop steps an
     ascent of its own; the multipliers still bound (diffusion, the relaxed
     solves), the term weights then bound nothing. Without it both climb."""
@@ -193,7 +205,7 @@ def test_loops_leave_the_ascent_to_a_worker_that_climbs_it(tmp_path, monkeypatch
 
 
 def test_a_relaxed_solve_may_run_longer_until_it_finds_a_solution_but_not_past_the_deadline(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, toulbar2_rounds
 ):
     from maxshard.backends import lagrange
 

@@ -1,0 +1,106 @@
+"""The fast Lagrangian rounds (backends/dive.py) and the loop's dive through them."""
+
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from maxshard.backends.dive import Rounding
+from maxshard.backends.lagrange import Lagrange, Multipliers
+from maxshard.backends.local import Search
+from maxshard.evaluate import evaluate
+
+from .conftest import Recorder, brute_force, generated, reduced_or_skip
+
+
+def model_for(tmp_path, seed, **kw):
+    inst = generated(tmp_path, seed, **kw)
+    return inst, reduced_or_skip(inst)
+
+
+def priced_optimum(model, pen):
+    """The least cost plus penalties over every assignment, memory ignored."""
+    return min(
+        model.cost(x) + float(pen[model.dom_off[:-1] + x].sum())
+        for x in map(np.array, itertools.product(*(range(d) for d in model.dom_size)))
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rounding_bounds_the_priced_problem_and_descends_its_solution(tmp_path, seed):
+    _, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=0.2)
+    if not model.nv:
+        pytest.skip("presolve solved it")
+    rng = np.random.default_rng(seed)
+    prices = Multipliers(model)
+    rounding = Rounding(model, prices.diffusion, seed)
+    for scale in (0.0, 1.0, 10.0):
+        pen = scale * rng.random(int(model.dom_off[-1])) * float(np.abs(model.unary).max() + 1)
+        x, value = rounding.solve(pen)
+        optimum = priced_optimum(model, pen)
+        assert value is not None and value <= optimum + 1e-6 * max(1.0, abs(optimum))
+        priced = model.cost(x) + float(pen[model.dom_off[:-1] + x].sum())
+        assert priced >= optimum - 1e-6 * max(1.0, abs(optimum))
+        # a descent's end: no single variable can lower the priced cost
+        for v in range(model.nv):
+            for a in range(int(model.dom_size[v])):
+                y = x.copy()
+                y[v] = a
+                assert model.cost(y) + float(pen[model.dom_off[:-1] + y].sum()) >= priced - 1e-6
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, seed):
+    tight = (0.0, 0.1, 0.3, 0.6)[seed % 4]
+    inst, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=tight)
+    best, _ = brute_force(inst)
+    if model.limit is None or not len(model.base):
+        pytest.skip("no memory left to price")
+    search = Search(model, seed)
+    search.reset(model.min_usage_solution())
+    record, bounds = Recorder(), []
+
+    def improve(bound):
+        bounds.append(bound)
+        return False
+
+    start = model.min_usage_solution()
+    x, cost = Lagrange().dive(
+        model, Multipliers(model), search, start, time.monotonic() + 0.3, record, improve
+    )
+    assert bounds and all(b <= best for b in bounds)
+    assert cost == model.cost(x) and model.fits(x) and cost >= best
+    for y in record.solutions:
+        ev = evaluate(inst, model.reconstruct(y))
+        assert ev.feasible and ev.cost == model.cost(y)
+
+
+def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch):
+    """Below ``dive_all`` seconds the multiplier loop dives all its time (no
+    toulbar2 round); above, it dives ``dive_max`` seconds, then toulbar2 rounds."""
+    from maxshard.backends import lagrange
+
+    inst, model = model_for(
+        tmp_path, 3, nodes=150, max_strategies=5, forbidden=0.0, functional=0.0, tightness=0.15
+    )
+    relaxed = []  # when each toulbar2 round started
+    real = lagrange.solve_penalised
+
+    def spy(*args, **kw):
+        relaxed.append(time.monotonic())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(lagrange, "solve_penalised", spy)
+    monkeypatch.setattr(Lagrange, "relax_seconds", 1)
+    record = Recorder()
+    start = time.monotonic()
+    Lagrange().solve(model, start + 3, None, record, 0)
+    assert not relaxed and record.solutions and record.bounds
+    assert all(evaluate(inst, model.reconstruct(x)).feasible for x in record.solutions)
+
+    monkeypatch.setattr(Lagrange, "dive_all", 2.0)
+    monkeypatch.setattr(Lagrange, "dive_max", 1.0)
+    start = time.monotonic()
+    Lagrange().solve(model, start + 5, None, Recorder(), 0)
+    assert relaxed and relaxed[0] - start >= 1.0
