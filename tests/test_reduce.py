@@ -164,3 +164,47 @@ def test_running_sum_form_gives_the_load(tmp_path, seed):
         change = np.add.reduceat(np.append(delta * chosen[value], 0), row_off[:-1])
         change[row_off[:-1] == row_off[1:]] = 0  # reduceat's empty rows
         assert np.array_equal(np.cumsum(change), model.load(x) - model.base)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dominance_of_lone_variables_matches_the_pairwise_rule(tmp_path, seed):
+    """Variables with no edge and one memory term are pruned all at once
+    (``dominated._prune_alone``): each keeps exactly the values that no other
+    of its values beats in cost and usage (the first of equal ones)."""
+    from maxshard.reduce import Work
+    from maxshard.reduce.dominated import prune_dominated
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 9, size=40)
+    problem = {
+        "problem": {
+            "name": "lone",
+            # few distinct numbers: many ties and dominated values
+            "nodes": {
+                "intervals": [[0, 5]] * len(sizes),
+                "costs": [rng.integers(0, 4, size=d).tolist() for d in sizes],
+                "usages": [rng.integers(1, 4, size=d).tolist() for d in sizes],
+            },
+            "edges": {"nodes": [], "costs": []},
+            "usage_limit": 10**9,
+        }
+    }
+    work = Work(read_instance(write_problem(tmp_path / "lone.json", problem)), clean=True)
+    lone = [v for v in range(len(work.unary)) if work.alive[v] and len(work.unary[v]) >= 2]
+    assert lone and all(not work.nbrs[v] and len(work.terms[v]) == 1 for v in lone)
+    before = {v: (work.unary[v].copy(), work.terms[v][0][2].copy()) for v in lone}
+    assert prune_dominated(work) > 0
+    for v, (cost, use) in before.items():
+        d = len(cost)
+        keep = [
+            not any(
+                cost[a] <= cost[b]
+                and use[a] <= use[b]
+                and (cost[a] < cost[b] or use[a] < use[b] or a < b)
+                for a in range(d)
+                if a != b
+            )
+            for b in range(d)
+        ]
+        assert np.array_equal(work.unary[v], cost[keep])
+        assert np.array_equal(work.terms[v][0][2], use[keep])

@@ -15,12 +15,13 @@ def prune_dominated(work: Work) -> int:
     cost, usage in every memory term and every entry of every incident
     table. Switching ``b`` to ``a`` then never costs more nor uses more
     memory (equal values: the first is kept)."""
-    removed = 0
     queue, work.unchecked = work.unchecked, set()
-    for v in queue:
+    queue = [v for v in queue if work.alive[v] and len(work.unary[v]) >= 2]
+    # most variables on N and U: no edge, one memory term (done all at once)
+    alone = [v for v in queue if not work.nbrs[v] and len(work.terms[v]) == 1]
+    removed = _prune_alone(work, alone)
+    for v in set(queue).difference(alone):
         d = len(work.unary[v])
-        if not work.alive[v] or d < 2:
-            continue
         parts = [work.unary[v][:, None]] + [use[:, None] for _, _, use in work.terms[v]]
         parts += [work.table(v, w) for w in work.nbrs[v]]
         if d * d * sum(p.shape[1] for p in parts) > DOMINANCE_WORK:
@@ -35,3 +36,29 @@ def prune_dominated(work: Work) -> int:
             removed += int(dominated.sum())
             work.restrict(v, ~dominated)
     return removed
+
+
+def _prune_alone(work: Work, alone: list[int]) -> int:
+    """The same test for variables whose only features are their cost and their
+    usage in one memory term, vectorised over all of them: sorted by cost, then
+    usage, then index, a value is dominated exactly when an earlier value of its
+    variable uses no more. Measured on N (22,794 such variables): 2.06 s
+    one variable at a time."""
+    if not alone:
+        return 0
+    lengths = np.array([len(work.unary[v]) for v in alone])
+    cost = np.concatenate([work.unary[v] for v in alone])
+    use = np.concatenate([work.terms[v][0][2] for v in alone])
+    seg = np.repeat(np.arange(len(alone)), lengths)
+    order = np.lexsort((np.arange(len(cost)), use, cost, seg))
+    rank = np.unique(use, return_inverse=True)[1].reshape(-1)
+    # later variables' keys lie below every earlier one's, so a running minimum
+    # over all of them sees, within a variable, only that variable's values
+    key = rank[order] + (len(alone) - seg[order]) * (len(cost) + 1)
+    earlier = np.concatenate([[np.iinfo(np.int64).max], np.minimum.accumulate(key)[:-1]])
+    dominated = np.empty(len(cost), dtype=bool)
+    dominated[order] = earlier <= key
+    off = np.concatenate([[0], np.cumsum(lengths)])
+    for i in np.flatnonzero(np.add.reduceat(dominated, off[:-1])):
+        work.restrict(alone[i], ~dominated[off[i] : off[i + 1]])
+    return int(dominated.sum())
