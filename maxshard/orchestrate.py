@@ -8,6 +8,7 @@ instance, so only solutions that the contest would accept are ever kept.
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import time
@@ -555,7 +556,13 @@ def default_stages(model: Model, workers: int = 2) -> list[Stage]:
     return [Stage(plan, 1.0)]
 
 
-def proving_stages(model: Model, workers: int = 2) -> list[Stage]:
+#: A first stage this short (seconds) is one where the Lagrangian loops' toulbar2
+#: rounds (3-6 s each, the first longer) come too late: the same threshold as
+#: ``Lagrange.dive_all``, below which the multiplier loop only dives.
+SHORT_STAGE = 60.0
+
+
+def proving_stages(model: Model, workers: int = 2, seconds: float = math.inf) -> list[Stage]:
     """The plan of ``--prove``: bounds and exact search first, answers second.
 
     Small models (toulbar2's knapsacks fit): the default plan, whose toulbar2
@@ -574,7 +581,12 @@ def proving_stages(model: Model, workers: int = 2) -> list[Stage]:
     rest = workers - 1
     if model.nv < LAGRANGE_ONLY_VARIABLES:
         return [Stage(["dual", *default_plan(model, rest), "local"], 1.0)]
-    first = ["lagrange-terms", "lagrange", "local"]
+    short = (1 - FINAL_POLISH) * seconds <= SHORT_STAGE
+    first = (
+        ["lagrange", "lagrange-terms", "local"]
+        if short
+        else ["lagrange-terms", "lagrange", "local"]
+    )
     final = [FINAL_BACKENDS[k % len(FINAL_BACKENDS)] for k in range(rest)]
     return [
         Stage(["dual", *[first[k % len(first)] for k in range(rest)], "lns"], 1 - FINAL_POLISH),
@@ -622,7 +634,11 @@ def solve(
     if plan:
         stages = [Stage(plan, 1.0)]
     else:
-        stages = (proving_stages if prove else default_stages)(model, workers)
+        stages = (
+            proving_stages(model, workers, deadline - time.monotonic())
+            if prove
+            else default_stages(model, workers)
+        )
     start, done = time.monotonic(), 0.0
     carry: dict[str, object] = {}  # search states handed from stage to stage
     for names, share, switch in stages:

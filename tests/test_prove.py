@@ -100,6 +100,11 @@ def test_proving_plan_keeps_a_bounding_worker_on_large_models(tmp_path, monkeypa
     monkeypatch.setattr("maxshard.orchestrate.LAGRANGE_ONLY_VARIABLES", 0)
     stages = proving_stages(model, 2)
     assert [s.backends[0] for s in stages] == ["dual", "dual"]
+    # its search worker: the term-priced loop, the multiplier loop (which dives
+    # all the way) when the first stage is short
+    assert stages[0].backends[1] == "lagrange-terms"
+    assert proving_stages(model, 2, 180.0)[0].backends[1] == "lagrange-terms"
+    assert proving_stages(model, 2, 30.0)[0].backends[1] == "lagrange"
     assert stages[-1].share == FINAL_POLISH and "lns" in stages[-1].backends
     assert proving_stages(model, 1) == [Stage(["dual"], 1.0)]
     assert TOULBAR2_MAX_POINTS > 0
