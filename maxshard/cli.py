@@ -229,8 +229,10 @@ def solve_cmd(
     large ones the two Lagrangian loops (halfway, the one behind restarts as a
     copy of the one ahead), then, for the last 40% of the time, large
     neighbourhood search (memory priced, then repaired) on two workers and
-    local search on every third beyond, from their best. A seed changes the
-    backends' random choices; results still depend on timing.
+    local search on every third beyond, from their best. The multiplier loop
+    starts with fast rounds (diffusion, rounding, repair: an answer within
+    seconds), for its whole time when it has at most a minute. A seed changes
+    the backends' random choices; results still depend on timing.
 
     Every bound printed is proven: no solution costs less. The last progress
     line sums up cost, bound, gap and status (optimal once the bound meets

@@ -76,9 +76,9 @@ def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, s
         assert ev.feasible and ev.cost == model.cost(y)
 
 
-def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch):
-    """Below ``dive_all`` seconds the multiplier loop dives all its time (no
-    toulbar2 round); above, it dives ``dive_max`` seconds, then toulbar2 rounds."""
+def test_a_short_run_dives_to_the_end_and_a_long_one_not_at_all(tmp_path, monkeypatch):
+    """With at most ``dive_all`` seconds the multiplier loop dives all its time
+    (no toulbar2 round); with more it starts its toulbar2 rounds at once."""
     from maxshard.backends import lagrange
 
     inst, model = model_for(
@@ -93,14 +93,16 @@ def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch
 
     monkeypatch.setattr(lagrange, "solve_penalised", spy)
     monkeypatch.setattr(Lagrange, "relax_seconds", 1)
+    dives = []
+    real_dive = Lagrange.dive
+    monkeypatch.setattr(Lagrange, "dive", lambda *a: (dives.append(1), real_dive(*a))[1])
     record = Recorder()
-    start = time.monotonic()
-    Lagrange().solve(model, start + 3, None, record, 0)
-    assert not relaxed and record.solutions and record.bounds
+    Lagrange().solve(model, time.monotonic() + 3, None, record, 0)
+    assert dives and not relaxed and record.solutions and record.bounds
     assert all(evaluate(inst, model.reconstruct(x)).feasible for x in record.solutions)
 
+    dives.clear()
     monkeypatch.setattr(Lagrange, "dive_all", 2.0)
-    monkeypatch.setattr(Lagrange, "dive_max", 1.0)
     start = time.monotonic()
     Lagrange().solve(model, start + 5, None, Recorder(), 0)
-    assert relaxed and relaxed[0] - start >= 1.0
+    assert not dives and relaxed and relaxed[0] - start < 1.0
