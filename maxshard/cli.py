@@ -229,9 +229,9 @@ def solve_cmd(
     large ones the two Lagrangian loops (halfway, the one behind restarts as a
     copy of the one ahead), then, for the last 40% of the time, large
     neighbourhood search (memory priced, then repaired) on two workers and
-    local search on every third beyond, from their best. With at most a
-    minute, the multiplier loop runs fast rounds (diffusion, rounding, repair:
-    an answer within seconds) instead of toulbar2 rounds. A seed changes
+    local search on every third beyond, from their best. The multiplier loop
+    starts with fast rounds (diffusion, rounding, repair: an answer within
+    seconds), for all its time when it has at most a minute. A seed changes
     the backends' random choices; results still depend on timing.
 
     Every bound printed is proven: no solution costs less. The last progress

@@ -76,9 +76,10 @@ def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, s
         assert ev.feasible and ev.cost == model.cost(y)
 
 
-def test_a_short_run_dives_to_the_end_and_a_long_one_not_at_all(tmp_path, monkeypatch):
+def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch):
     """With at most ``dive_all`` seconds the multiplier loop dives all its time
-    (no toulbar2 round); with more it starts its toulbar2 rounds at once."""
+    (no toulbar2 round); with more it dives ``dive_max`` seconds, then runs its
+    toulbar2 rounds; a copy restarted from a leader's prices does not dive."""
     from maxshard.backends import lagrange
 
     inst, model = model_for(
@@ -103,6 +104,15 @@ def test_a_short_run_dives_to_the_end_and_a_long_one_not_at_all(tmp_path, monkey
 
     dives.clear()
     monkeypatch.setattr(Lagrange, "dive_all", 2.0)
+    monkeypatch.setattr(Lagrange, "dive_max", 1.0)
     start = time.monotonic()
     Lagrange().solve(model, start + 5, None, Recorder(), 0)
-    assert not dives and relaxed and relaxed[0] - start < 1.0
+    assert dives and relaxed and relaxed[0] - start >= 1.0
+
+    dives.clear()
+    leader = Lagrange().prices(model).state()
+    report = Recorder()
+    report.inherited = leader  # what a copy restarted at the switch receives
+    start = time.monotonic()
+    Lagrange().solve(model, start + 5, None, report, 0)
+    assert not dives and relaxed[-1] >= start

@@ -26,6 +26,7 @@ def toulbar2_rounds(monkeypatch):
     """The multiplier loop without its dive (see test_dive.py): the tests using
     it are about the toulbar2 rounds, which a short run would skip."""
     monkeypatch.setattr(Lagrange, "dive_all", 0.0)
+    monkeypatch.setattr(Lagrange, "dive_max", 0.0)
 
 
 def model_for(tmp_path, seed, **kw):

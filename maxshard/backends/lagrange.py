@@ -16,11 +16,12 @@ price per unit of usage, set one of two ways (backends ``lagrange`` and
   between a weight at which its range overflowed and one at which it fitted,
   like the contest winner's per-node weights.
 
-When it has at most :attr:`Lagrange.dive_all` seconds (a compiler's
-budget, a tenth to a quarter of the contest's), the multiplier loop *dives*
-(:mod:`.dive`) instead: rounds whose relaxed problem is solved roughly and
-fast (diffusion, rounding, a memory-free descent; 0.1-0.4 s each on the
-large benchmarks). Otherwise each round is a toulbar2 round:
+The multiplier loop first *dives* (:mod:`.dive`): rounds whose relaxed
+problem is solved roughly and fast (diffusion, rounding, a memory-free
+descent; 0.1-0.4 s each on the large benchmarks), for its whole time when it
+has at most :attr:`Lagrange.dive_all` seconds (a compiler's budget, a tenth
+to a quarter of the contest's), else for :attr:`Lagrange.dive_max` seconds,
+from whose multipliers the toulbar2 rounds go on. Each toulbar2 round:
 
 1. *relax*: solve the priced, memory-free problem with toulbar2 under a short
    time limit (a heuristic here: such solves are rarely proven optimal on
@@ -107,17 +108,18 @@ class Lagrange:
     #: seconds per round for the lower bound (the ascent's first round also
     #: waits for its first LP: S 2 s, P 2-8 s)
     bound_seconds = 1.0
-    #: the fast rounds (:meth:`dive`) instead of toulbar2 rounds when the loop
-    #: has at most ``dive_all`` seconds. Measured, default plan, seed 0: N at
-    #: 45 s 2.093e11 diving all its stage, 2.119e11 diving 30% of it; S at 60 s
-    #: 1.516e9 against 1.550e9, and both bounds higher. Ten seconds of dive
-    #: before the toulbar2 rounds at the full limits looked worse (one run at
-    #: seed 0 against the README's three at cd9e2f2, another day: N 0.9844,
-    #: was 1.0018-1.0214; S's bound stuck at the dive's, 12.6% below the
-    #: answer, was 4.8-5.9%): a long run does not dive. A relaxed solution whose
+    #: the fast rounds first (:meth:`dive`): all the time when the loop has at
+    #: most ``dive_all`` seconds, else ``dive_max`` seconds (the toulbar2 rounds
+    #: go on from their multipliers). Measured, default plan, seed 0: N at 45 s
+    #: 2.093e11 diving all its stage, 2.119e11 diving 30% of it; S at 60 s
+    #: 1.516e9 against 1.550e9, and both bounds higher. At the full limits,
+    #: seed 0, the same day, 10 s of dive first against none: M 1.0000 / 0.9964,
+    #: N 0.9844 / 0.9901, S 1.0014 / 0.9908, U 1.1499 / 1.0635, the bound
+    #: nearer the answer on all four (U 9.5% / 27.2%). A relaxed solution whose
     #: repair takes longer than ``dive_repair_seconds`` is given up (the first
     #: rounds overflow widely; the next round is nearer)
     dive_all = 60.0
+    dive_max = 10.0
     dive_repair_seconds = 0.3
     # Tried and left out (S, 120-240 s, 3-4 seeds each): restarting each round
     # from the best of all workers (shared_best), 2 s of memory-free local search
@@ -162,11 +164,11 @@ class Lagrange:
             return best_bound is not None and best_bound >= best_cost
 
         # a short run dives all the way (a copy restarted at the switch too, from
-        # the leader's prices)
-        if isinstance(prices, Multipliers) and deadline - time.monotonic() <= self.dive_all:
-            best_x, best_cost = self.dive(
-                model, prices, search, best_x, deadline, report, improve_bound
-            )
+        # the leader's prices), a long one first, unless it has the leader's prices
+        left = deadline - time.monotonic()
+        if isinstance(prices, Multipliers) and (left <= self.dive_all or warm is None):
+            end = deadline if left <= self.dive_all else time.monotonic() + self.dive_max
+            best_x, best_cost = self.dive(model, prices, search, best_x, end, report, improve_bound)
             if best_bound is not None and best_bound >= best_cost:
                 return Result(Status.OPTIMAL, best_x, best_bound)
 
