@@ -228,7 +228,10 @@ class Lagrange:
         while time.monotonic() < end:
             x_r, value = rounding.solve(prices.penalties())
             if value is not None:
-                improve_bound(floor_bound(model, value, slack(model, prices.lam)))
+                bound = floor_bound(model, value, slack(model, prices.lam))
+                improve_bound(bound)
+                if bound >= best_cost:  # proved optimal: nothing left to dive for
+                    break
             search.reset(x_r)
             # a far-off relaxed solution is not worth a long repair: the next round is near
             if search.repair(min(end, time.monotonic() + self.dive_repair_seconds)):
