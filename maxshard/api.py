@@ -21,31 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .instance import Instance
+from .orchestrate import Options, Plan, Result, Run
+from .orchestrate import load as load_plan
 
-
-@dataclass
-class SolveResult:
-    solution: list[int] | None  # one strategy per node, as the contest wants it
-    cost: int | None
-    lower_bound: int | None
-    status: str  # optimal, feasible, infeasible or unknown
-    forbidden_picks: int | None
-    method: str  # what found the solution
-    time_s: float
-    trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
-    #: seconds until optimality was proved, and until the target gap was reached
-    proved_at: float | None = None
-    gap_reached_at: float | None = None
-
-    @property
-    def gap(self) -> float | None:
-        if self.cost is None or self.lower_bound is None or not self.cost:
-            return None
-        return max(0.0, (self.cost - self.lower_bound) / self.cost)
+SolveResult = Result  # the name this API gave it first
 
 
 def solve(
@@ -57,40 +39,30 @@ def solve(
     log=None,
     gap: float | None = None,
     prove: bool = False,
-) -> SolveResult:
+    plan: str | Path | Plan | None = None,
+) -> Result:
     """Solve ``problem`` (a file or an :class:`~maxshard.instance.Instance`) within
-    ``timeout`` seconds from this call. ``backends``: run these (default: the plan
-    chosen by the model's size, or with ``prove`` the one that closes the gap);
-    ``gap``: stop once the answer is proven within this relative gap (0.01:
-    1%); ``log``: a callable given each progress line."""
-    from . import orchestrate
-    from .reader import read_instance
+    ``timeout`` seconds from this call. ``backends``: run these (default: the
+    built-in plan, or with ``prove`` the one that closes the gap); ``plan``: a
+    plan file (or :class:`~maxshard.orchestrate.Plan`) to run instead; ``gap``:
+    stop once the answer is proven within this relative gap (0.01: 1%);
+    ``log``: a callable given each progress line."""
+    from .orchestrate import available_cores
 
     if not timeout > 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     if gap is not None and not 0 <= gap < 1:
         raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
+    if backends and plan is not None:
+        raise ValueError("give backends or a plan, not both")
     start = time.monotonic()
-    inst = problem if isinstance(problem, Instance) else read_instance(problem)
-    best = orchestrate.Best(inst, log or (lambda _line: None), start=start, target_gap=gap)
-    plan = list(backends or []) or None
-    try:
-        orchestrate.solve(inst, start + timeout, best.log, plan, seed, best, True, workers, prove)
-    finally:
-        orchestrate.kill_workers()
-    ev = best.evaluation
-    return SolveResult(
-        solution=None if best.solution is None else [int(s) for s in best.solution],
-        cost=ev.cost if ev else None,
-        lower_bound=best.lower_bound,
-        status=best.status,
-        forbidden_picks=ev.forbidden if ev else None,
-        method=best.method,
-        time_s=round(time.monotonic() - start, 3),
-        trace=list(best.trace),
-        proved_at=best.proved_at,
-        gap_reached_at=best.gap_reached_at,
-    )
+    chosen = plan if isinstance(plan, Plan) or plan is None else load_plan(plan)
+    if backends:
+        chosen = Plan.of_backends(list(backends), workers or available_cores())
+    options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap)
+    run = Run(options, log or (lambda _line: None), start)
+    run.solve(problem, start + timeout)
+    return run.result()
 
 
 def compare(
@@ -111,9 +83,8 @@ def compare(
     import tempfile
 
     from . import workbench
-    from .backend import check_names
 
-    check_names([b for b in backends if b not in workbench.PLANS])
+    workbench.check_backends(backends)
     paths = [Path(p) for p in problems]
     missing = [p for p in paths if not p.exists()]
     if missing:

@@ -1,20 +1,34 @@
 """The one interface every solver backend implements, and their discovery.
 
 A backend is any object with a ``name``, ``capabilities`` and a ``solve``
-method. It receives the reduced :class:`~maxshard.model.Model`, a monotonic
-``deadline`` (``time.monotonic()`` seconds) it must respect itself, the best
-known model solution (or None), and a ``report`` callback: ``report(x)`` hands
-over each improving solution as soon as it has one (anytime backends), and
-``report(lower_bound=b)`` a proven lower bound on the model cost as soon as it
-has one. It returns a :class:`Result`. Backends never print to stdout.
+method::
 
-Workers run side by side; :func:`shared_best` gives a backend the best
-solution any of them has reported, when it changed since it last asked (the
-orchestrator's ``report`` offers it; plain callables simply have none). A
-backend may also hand over its search state with :func:`share_state` (e.g. a
-Lagrangian loop's prices); a worker restarted as a copy of another backend
-receives that backend's last state from :func:`inherited_state`, and its own
-from :func:`previous_state`.
+    def solve(self, model, deadline, incumbent, report, seed=0) -> Result
+
+It receives the reduced :class:`~maxshard.model.Model`, a monotonic
+``deadline`` (``time.monotonic()`` seconds) it must respect itself, the best
+known model solution (or None), a ``report`` and a seed. ``report(x)`` hands
+over each improving solution as soon as it has one (anytime backends),
+``report(lower_bound=b)`` a proven lower bound on the model cost. It returns
+a :class:`Result`. Backends never print to stdout.
+
+In a run, ``report`` is a :class:`Context`: everything the run gives a
+backend besides the model, declared in one place. A backend that cooperates
+reads it through :func:`context` (which also accepts a plain callable, as
+tests pass):
+
+- ``ctx.best()``: the best solution any worker has reported, when it changed
+  since this worker last asked;
+- ``ctx.hand_over(state)``: hand the backend's search state (picklable, e.g.
+  a Lagrangian loop's prices) to the run;
+- ``ctx.inherited``: the state handed over by the worker this one continues
+  (a copy at the leader switch, or its namesake of an earlier stage);
+  ``ctx.previous``: this worker's own last state before the switch restarted
+  it as another backend;
+- ``ctx.peer_provides(what)``: whether another worker of the stage declares
+  ``what`` in its :attr:`Capabilities.provides` (see :data:`PROVIDES`).
+
+A backend that only calls ``report(...)`` needs none of it.
 
 Backends register under the entry-point group ``maxshard.backends``; the
 built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
@@ -46,12 +60,28 @@ class Status(enum.Enum):
     UNKNOWN = "unknown"  # nothing found in time
 
 
+#: What a backend may declare that it provides to the other workers of a run.
+PROVIDES = {
+    "ascent": "climbs the LP dual ascent all run long (a peer's own ascent would repeat it)",
+}
+
+
 @dataclass(frozen=True)
 class Capabilities:
     exact: bool  # can prove optimality
     anytime: bool  # reports improving solutions while it runs
     memory: bool  # enforces the memory limit exactly
     lower_bound: bool  # can prove a lower bound
+    #: what it provides to its peers (keys of :data:`PROVIDES`)
+    provides: frozenset[str] = frozenset()
+
+    def listed(self) -> list[str]:
+        """Its capabilities in words, as ``maxshard backends`` prints them."""
+        flags = {"exact": self.exact, "anytime": self.anytime, "memory": self.memory,
+                 "lower_bound": self.lower_bound}  # fmt: skip
+        return [f for f, on in flags.items() if on] + [
+            f"provides {p}" for p in sorted(self.provides)
+        ]
 
 
 @dataclass
@@ -82,36 +112,79 @@ class Backend(Protocol):
     ) -> Result: ...
 
 
+class Context:
+    """What a run gives a backend besides the model: passed as ``report``.
+
+    This base class is the context of a backend run alone (``report`` wraps a
+    plain callable, or nothing): no peers, no shared best, nothing inherited.
+    The orchestrator's workers get a subclass that talks to the run.
+    """
+
+    def __init__(
+        self,
+        report: Report | None = None,
+        *,
+        inherited: object = None,
+        previous: object = None,
+        peers: frozenset[str] = frozenset(),
+    ) -> None:
+        self._report = report
+        #: the state of the worker this one continues, or None
+        self.inherited = inherited
+        #: this worker's own last state before it restarted as another backend
+        self.previous = previous
+        #: what the other workers of the stage provide (see :data:`PROVIDES`)
+        self.peers = peers
+
+    def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
+        if self._report is not None:
+            self._report(solution, lower_bound)
+
+    def best(self) -> np.ndarray | None:
+        """The best model solution of all workers, if it changed since this
+        worker last asked; else None."""
+        return None
+
+    def hand_over(self, state: object) -> None:
+        """Hand the backend's search state (picklable) to the run, which gives
+        the latest one to a worker that continues this backend."""
+
+    def peer_provides(self, what: str) -> bool:
+        return what in self.peers
+
+
+def context(report: Report) -> Context:
+    """``report`` as a :class:`Context` (a plain callable: one with no peers)."""
+    return report if isinstance(report, Context) else Context(report)
+
+
+# The first plugin interface's helpers, kept so that plugins written against
+# it work unchanged: each is one call on the context.
+
+
 def shared_best(report: Report) -> np.ndarray | None:
-    """The best model solution of all running workers, if it changed since this
-    worker last asked; None otherwise or when ``report`` shares nothing."""
-    best = getattr(report, "best", None)
-    return best() if callable(best) else None
+    """``context(report).best()``."""
+    return context(report).best()
 
 
 def share_state(report: Report, state: object) -> None:
-    """Hand the backend's current search state (picklable) to the orchestrator,
-    which passes the latest one on to a worker restarted as this backend."""
-    send = getattr(report, "state", None)
-    if callable(send):
-        send(state)
+    """``context(report).hand_over(state)``."""
+    context(report).hand_over(state)
 
 
 def inherited_state(report: Report) -> object | None:
-    """The state handed over by the worker this one continues, or None."""
-    return getattr(report, "inherited", None)
+    """``context(report).inherited``."""
+    return context(report).inherited
 
 
 def previous_state(report: Report) -> object | None:
-    """The last state this worker handed over as the backend it ran before it
-    was restarted as another (at the leader switch), or None."""
-    return getattr(report, "previous", None)
+    """``context(report).previous``."""
+    return context(report).previous
 
 
 def ascent_elsewhere(report: Report) -> bool:
-    """True when another worker of the run climbs the dual ascent all along
-    (``--prove``'s ``dual``): a backend's own ascent would repeat it, behind."""
-    return bool(getattr(report, "ascent_elsewhere", False))
+    """``context(report).peer_provides("ascent")``."""
+    return context(report).peer_provides("ascent")
 
 
 class BackendError(ValueError):

@@ -20,7 +20,8 @@ import typer
 from . import __version__
 from .evaluate import evaluate
 from .instance import FORBIDDEN, Instance
-from .orchestrate import Best, kill_workers, solve
+from .orchestrate import Best, Options, Plan, PlanError, Run, available_cores
+from .orchestrate import load as load_plan
 from .output import Progress, solution_line, write_line
 from .reader import InputError, read_bytes, read_instance
 
@@ -57,39 +58,45 @@ def _unguard() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def run_solve(
-    problem: Path,
-    timeout: float,
-    log: Progress,
-    plan: list[str] | None,
-    seed: int,
-    presolve: bool = True,
-    workers: int | None = None,
-    prove: bool = False,
-    gap: float | None = None,
-) -> tuple[Instance | None, Best | None, float]:
+def run_solve(problem: Path, timeout: float, log: Progress, options: Options) -> Run:
     """Read and solve under the deadline; always returns what it has by then."""
     from .clock import deadline_for, process_start
 
     if not timeout > 0:
         raise UsageError(f"timeout must be a positive number of seconds, got {timeout}")
-    check_gap(gap)
-    start = time.monotonic()
+    check_gap(options.gap)
     deadline = deadline_for(timeout)
-    inst, best = None, None
+    # progress and trace times count from the process start, as the budget does
+    run = Run(options, log, start=process_start())
     _guard(deadline)
     try:
-        inst = read_instance(problem)
-        # progress and trace times count from the process start, as the budget does
-        best = Best(inst, log, start=process_start(), target_gap=gap)
-        solve(inst, deadline, log, plan, seed, best, presolve, workers, prove)
+        run.solve(problem, deadline)
     except Interrupted as exc:
         log(f"stopped by {exc}")
     finally:
         _unguard()
-        kill_workers()
         log.close()
-    return inst, best, time.monotonic() - start
+    return run
+
+
+def choose_plan(
+    plan_file: Path | None, backends: list[str] | None, workers: int | None
+) -> Plan | None:
+    """The plan of ``--plan FILE`` or ``-b NAME ...`` (None: the built-in one);
+    a UsageError names what is wrong with it, before any solving."""
+    from .backend import BackendError, check_names
+
+    if plan_file is not None and backends:
+        raise UsageError("give --plan or --backend, not both")
+    try:
+        if plan_file is not None:
+            return load_plan(plan_file)
+        if backends:
+            check_names(backends)
+            return Plan.of_backends(backends, workers or available_cores())
+    except (BackendError, PlanError) as exc:
+        raise UsageError(str(exc)) from None
+    return None
 
 
 def peak_rss_mb() -> float:
@@ -99,15 +106,6 @@ def peak_rss_mb() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, workers) / 1024
-
-
-def _check_backends(names: list[str] | None) -> None:
-    from .backend import BackendError, check_names
-
-    try:
-        check_names(names or [])
-    except BackendError as exc:
-        raise UsageError(str(exc)) from None
 
 
 SolverOption = Annotated[
@@ -184,7 +182,16 @@ def solve_cmd(
         typer.Option(
             "--backend",
             "-b",
-            help="Backend to run (repeatable, in order). Default: chosen by model size.",
+            help="Backend to run (repeatable, in order: one per worker, the rest as "
+            "workers free up). Default: the built-in plan (see `maxshard plans`).",
+        ),
+    ] = None,
+    plan: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            help="Run the plan in this TOML file: stages of backends, one per worker "
+            "(`maxshard plans --help` shows the form; `maxshard plans default` a full one).",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines.")] = False,
@@ -224,15 +231,10 @@ def solve_cmd(
 ) -> None:
     """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout.
 
-    Without -b, the backends are chosen by the size of the reduced model: on
-    small ones toulbar2 with the Lagrangian loop beside it (for the bound); on
-    large ones the two Lagrangian loops (halfway, the one behind restarts as a
-    copy of the one ahead), then, for the last 40% of the time, large
-    neighbourhood search (memory priced, then repaired) on two workers and
-    local search on every third beyond, from their best. The multiplier loop
-    starts with fast rounds (diffusion, rounding, repair: an answer within
-    seconds), for all its time when it has at most a minute. A seed changes
-    the backends' random choices; results still depend on timing.
+    Without -b or --plan, the built-in plan runs: its case is chosen by the
+    size of the presolved model (`maxshard plans` prints it; --prove runs the
+    proving plan). A seed changes the backends' random choices; results still
+    depend on timing.
 
     Every bound printed is proven: no solution costs less. The last progress
     line sums up cost, bound, gap and status (optimal once the bound meets
@@ -241,40 +243,19 @@ def solve_cmd(
     log = Progress(sys.stderr.fileno(), quiet)
     try:
         _declare(solver)
-        _check_backends(backend)
         workers = workers or env_workers()
-        inst, best, elapsed = run_solve(
-            problem, timeout, log, backend, seed, presolve, workers, prove, gap
-        )
+        chosen = choose_plan(plan, backend, workers)
+        options = Options(chosen, prove, seed, workers, gap, presolve)
+        run = run_solve(problem, timeout, log, options)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
-    sol = best.solution if best else None
+    result = run.result()
     if not quiet:
-        write_line(sys.stderr.fileno(), f"# {summary(best)}")
-    write_line(sys.stdout.fileno(), solution_line(sol))
+        write_line(sys.stderr.fileno(), f"# {summary(run.best)}")
+    write_line(sys.stdout.fileno(), solution_line(result.solution))
     if out is not None:
-        ev = best.evaluation if best else None
-        result = {
-            "problem": str(problem),
-            "status": best.status if best else "unknown",
-            "solution": None if sol is None else [int(s) for s in sol],
-            "cost": ev.cost if ev else None,
-            "forbidden_picks": ev.forbidden if ev else None,
-            "peak_usage": ev.peak if ev else None,
-            "usage_limit": inst.usage_limit if inst else None,
-            "lower_bound": best.lower_bound if best else None,
-            "gap": best.gap() if best else None,
-            "proved_at": best.proved_at if best else None,
-            "target_gap": gap,
-            "gap_reached_at": best.gap_reached_at if best else None,
-            "plan": " ".join(backend) if backend else ("prove" if prove else "default"),
-            "method": best.method if best else None,
-            "seed": seed,
-            "time_s": round(elapsed, 3),
-            "peak_rss_mb": round(peak_rss_mb(), 1),
-            "trace": best.trace if best else [],  # [seconds, cost, bound] at each improvement
-        }
-        out.write_bytes(msgspec.json.format(msgspec.json.encode(result)))
+        record = result.record(problem=str(problem), peak_rss_mb=round(peak_rss_mb(), 1))
+        out.write_bytes(msgspec.json.format(msgspec.json.encode(record)))
 
 
 def _parse_solution(text: str) -> list[int]:
@@ -393,12 +374,53 @@ def backends_cmd(solver: SolverOption = None) -> None:
         except BackendError as exc:
             typer.echo(f"{name}: unavailable ({exc})")
             continue
-        caps = [k for k, v in vars(b.capabilities).items() if v]
+        caps = b.capabilities.listed()
         if isinstance(ep, Spec):
             where = f"external {ep.format}: {ep.command}"
         else:
             where = f"{ep.value}, " + (ep.dist.name + " " + ep.dist.version if ep.dist else "?")
         typer.echo(f"{name}: {', '.join(caps) or '-'} [{where}]")
+
+
+@app.command("plans")
+def plans_cmd(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Print this built-in plan's file (default or prove), to copy."),
+    ] = None,
+    check: Annotated[
+        Path | None, typer.Option(help="Check this plan file and describe it.")
+    ] = None,
+) -> None:
+    """Describe the built-in plans, print one as a file, or check a plan file.
+
+    A plan is a TOML file of stages, each a share of the time and the
+    backends its workers run (one per worker, in turn)::
+
+        [[stage]]
+        share = 0.6
+        backends = ["lagrange", "mybackend"]
+
+        [[stage]]
+        share = 0.4
+        backends = ["lns", "lns"]
+
+    Run one with `maxshard solve PROBLEM T --plan FILE`. A stage may also set
+    repeat, queue, switch (the leader switch) and inherit; a plan may be a list
+    of [[case]] tables chosen by the model's size (`maxshard plans default`
+    shows both).
+    """
+    from .orchestrate import plan as plans
+
+    try:
+        if check is not None:
+            typer.echo(plans.describe(load_plan(check)))
+        elif name is not None:
+            typer.echo(plans.built_in_text(name), nl=False)
+        else:
+            typer.echo("\n".join(plans.describe(plans.built_in(n)) for n in plans.BUILT_IN))
+    except PlanError as exc:
+        _fail(str(exc))
 
 
 @app.command("generate")
@@ -590,8 +612,9 @@ def compare_cmd(
         typer.Option(
             "--backend",
             "-b",
-            help="Backend to compare (repeatable; default: all); also 'default' or 'prove': "
-            "maxshard's own plans on two workers each (then give --jobs 1 on two cores).",
+            help="Backend to compare (repeatable; default: all); also 'default', 'prove' or "
+            "'plan:FILE': maxshard's own plans or a plan file, on two workers each (then give "
+            "--jobs 1 on two cores).",
         ),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per run.")] = 10.0,
@@ -640,12 +663,12 @@ def compare_cmd(
     try:
         _declare(solver)
         names = backend or sorted(_available())
-        _check_backends([n for n in names if n not in workbench.PLANS])  # before any run
+        workbench.check_backends(names)  # before any run
         directory = out or Path(tempfile.mkdtemp(prefix="maxshard-compare-"))
         records = api.compare(
             paths, names, timeout, seeds, directory, jobs, ray, figures, progress=True
         )
-    except (UsageError, ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (UsageError, ValueError, FileNotFoundError, RuntimeError) as exc:  # PlanError too
         _fail(str(exc))
     typer.echo(workbench.markdown(workbench.summary(records)))
     typer.echo("\n" + workbench.markdown(workbench.totals(records)))
@@ -698,7 +721,7 @@ def version_cmd() -> None:
     typer.echo(__version__)
 
 
-IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS [--gap G] [--prove]
+IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS [--gap G] [--prove] [--plan FILE]
 
 Contest interface: solve PROBLEM (.json or .json.gz) within TIMEOUT_SECONDS.
 Progress lines start with '#'; the last line is the solution [s0, s1, ...],
@@ -707,7 +730,8 @@ It runs one backend per available core; MAXSHARD_WORKERS=N sets the number.
 
   --gap G   stop as soon as the answer is proven within relative gap G
             (0.01 = 1%); the line before the solution says what was proven
-  --prove   the plan that closes the gap (see maxshard solve --help)"""
+  --prove   the plan that closes the gap (see maxshard plans)
+  --plan F  run the plan in file F (see maxshard plans --help)"""
 
 
 def iopddl(args: list[str]) -> None:
@@ -716,11 +740,16 @@ def iopddl(args: list[str]) -> None:
     if args and args[0] in ("-h", "--help"):
         print(IOPDDL_USAGE)
         return
-    gap, prove, rest = None, False, []
+    gap, prove, plan_file, rest = None, False, None, []
     it = iter(args)
     for arg in it:
         if arg == "--prove":
             prove = True
+        elif arg == "--plan" or arg.startswith("--plan="):
+            value = arg.partition("=")[2] if "=" in arg else next(it, None)
+            if not value:
+                _fail("--plan needs a plan file")
+            plan_file = Path(value)
         elif arg == "--gap" or arg.startswith("--gap="):
             value = arg.partition("=")[2] if "=" in arg else next(it, None)
             try:
@@ -737,14 +766,14 @@ def iopddl(args: list[str]) -> None:
         _fail(f"timeout must be a number of seconds, got {rest[1]!r}")
     log = Progress(sys.stdout.fileno(), live=False)  # harnesses read stdout as plain lines
     try:
-        _, best, _ = run_solve(
-            Path(rest[0]), timeout, log, None, 0, workers=env_workers(), prove=prove, gap=gap
-        )
+        workers = env_workers()
+        options = Options(choose_plan(plan_file, None, workers), prove, 0, workers, gap)
+        run = run_solve(Path(rest[0]), timeout, log, options)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     if gap is not None or prove:
-        log(summary(best))
-    write_line(sys.stdout.fileno(), solution_line(best.solution if best else None))
+        log(summary(run.best))
+    write_line(sys.stdout.fileno(), solution_line(run.result().solution))
 
 
 def main() -> None:

@@ -53,6 +53,9 @@ class Model:
     point_time: np.ndarray  # int64[P], original time of each kept point
     base: np.ndarray  # int64[P], fixed load
     limit: int | None
+    #: memory terms: term k adds usage_of(k)[x[term_var[k]]] at kept points
+    #: [term_lo[k], term_hi[k]). A variable may own several terms live at one
+    #: point (their usages add: every knapsack merges them, maxshard.knapsack)
     term_var: np.ndarray  # int64[K]
     term_lo: np.ndarray  # int64[K], kept-point range [lo, hi)
     term_hi: np.ndarray

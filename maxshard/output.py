@@ -7,13 +7,34 @@ while a progress line is printed cannot split the solution line that follows.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 
 def write_line(fd: int, line: str) -> None:
     data = (line + "\n").encode()
     while data:
         data = data[os.write(fd, data) :]
+
+
+@contextmanager
+def stdout_to(fd: int | None = None) -> Iterator[None]:
+    """Send file descriptor 1 (and so C libraries' output) to ``fd``, or to
+    /dev/null, until the block ends: stdout carries the answer, and a backend
+    or the library under it must not write there."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    target = os.open(os.devnull, os.O_WRONLY) if fd is None else fd
+    try:
+        os.dup2(target, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        if fd is None:
+            os.close(target)
 
 
 def solution_line(solution: Sequence[int] | None) -> str:

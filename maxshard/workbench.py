@@ -65,16 +65,34 @@ def plan_runs(paths: Iterable[Path], backends: list[str], seeds: int, timeout: f
 
 
 #: Names a sweep may give instead of a backend: maxshard's own plans (the default
-#: one, or --prove's), each on :data:`PLAN_WORKERS` workers (give the sweep that
-#: many cores per run: ``--jobs 1`` on two cores)
-PLANS = {"default": False, "prove": True}
+#: one, or --prove's), or ``plan:FILE`` (a plan file), each on
+#: :data:`PLAN_WORKERS` workers (give the sweep that many cores per run:
+#: ``--jobs 1`` on two cores)
+PLANS = ("default", "prove")
 PLAN_WORKERS = 2
+
+
+def is_plan(name: str) -> bool:
+    return name in PLANS or name.startswith("plan:")
+
+
+def check_backends(names: Iterable[str]) -> None:
+    """Raise (BackendError or PlanError, both ValueErrors) on the first name that
+    is neither a backend nor a plan that can be read, before any run."""
+    from .backend import check_names
+    from .orchestrate import load
+
+    for name in names:
+        if name.startswith("plan:"):
+            load(name.removeprefix("plan:"))
+    check_names([n for n in names if not is_plan(n)])
 
 
 def run_one(run: Run, data: bytes | None = None) -> Record:
     """Solve ``run`` (from ``data`` if given, else its file); never raises."""
-    from .orchestrate import Best, kill_workers, run_backends
-    from .orchestrate import solve as solve_plan
+    from .orchestrate import Options, Plan
+    from .orchestrate import Run as Solve
+    from .orchestrate import load as load_plan
     from .reader import parse_instance, read_bytes
     from .reduce import Infeasible, reduce
 
@@ -95,30 +113,31 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
             return record
         record["presolve_s"] = round(time.monotonic() - start, 3)
         record["variables"] = model.nv
-        best = Best(inst, lambda _message: None)
-        if run.backend in PLANS:  # the whole plan, its time from before presolve (as `solve`)
-            best.start = start
-            solve_plan(inst, start + run.timeout, best.log, None, run.seed, best,
-                       workers=PLAN_WORKERS, prove=PLANS[run.backend], model=model)  # fmt: skip
-            outcome = {run.backend: best.status}
-        else:
-            deadline = best.start + run.timeout
-            outcome = run_backends(model, best, [run.backend], deadline, run.seed, 1)
-        ev = best.evaluation
+        if is_plan(run.backend):  # the whole plan, its time from before presolve (as `solve`)
+            file = run.backend.removeprefix("plan:") if run.backend.startswith("plan:") else None
+            plan = load_plan(file) if file else None
+            options = Options(plan, run.backend == "prove", run.seed, PLAN_WORKERS)
+            solve = Solve(options, lambda _message: None, start)
+        else:  # one backend alone, its time from after presolve
+            options = Options(Plan.of_backends([run.backend], 1), seed=run.seed, workers=1,
+                              starts=False)  # fmt: skip
+            solve = Solve(options, lambda _message: None)
+        solve.solve(inst, solve.start + run.timeout, model)
+        result = solve.result()
         record.update(
-            status=best.status,
-            outcome=outcome.get(run.backend, "-"),
-            cost=ev.cost if ev else None,
-            forbidden=ev.forbidden if ev else None,
-            bound=best.lower_bound,
-            proved_at=best.proved_at,
-            trace=[list(t) for t in best.trace],
-            solution=None if best.solution is None else [int(v) for v in best.solution],
+            status=result.status,
+            outcome=result.outcome.get(run.backend, "-")
+            if not is_plan(run.backend)
+            else result.status,
+            cost=result.cost,
+            forbidden=result.forbidden_picks,
+            bound=result.lower_bound,
+            proved_at=result.proved_at,
+            trace=[list(t) for t in result.trace],
+            solution=result.solution,
         )
     except Exception as exc:  # a sweep records a failed run and goes on
         record.update(status="error", error=f"{type(exc).__name__}: {exc}", trace=[])
-    finally:
-        kill_workers()
     record["wall_s"] = round(time.monotonic() - start, 3)
     return record
 

@@ -6,6 +6,7 @@ import time
 import numpy as np
 import pytest
 
+from maxshard.backend import Context
 from maxshard.backends.dive import Rounding
 from maxshard.backends.lagrange import Lagrange, Multipliers
 from maxshard.backends.local import Search
@@ -111,8 +112,7 @@ def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch
 
     dives.clear()
     leader = Lagrange().prices(model).state()
-    report = Recorder()
-    report.inherited = leader  # what a copy restarted at the switch receives
+    report = Context(Recorder(), inherited=leader)  # what a copy restarted at the switch gets
     start = time.monotonic()
     Lagrange().solve(model, start + 5, None, report, 0)
     assert not dives and relaxed[-1] >= start

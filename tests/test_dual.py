@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from maxshard.ascent import Ascent
+from maxshard.backend import Context
 from maxshard.backends.dual import Dual
 from maxshard.backends.highs import MipForm
 from maxshard.bound import floor_bound, slack
@@ -142,6 +143,5 @@ def test_dual_goes_on_from_the_state_carried_between_stages(tmp_path):
     assert "dual" in carry and len(carry["dual"]["lam"]) == len(model.base)
     first = best.lower_bound
     again = Recorder()
-    again.inherited = carry["dual"]
-    Dual().solve(model, time.monotonic() + 0.2, None, again)
+    Dual().solve(model, time.monotonic() + 0.2, None, Context(again, inherited=carry["dual"]))
     assert first is not None and again.bounds and again.bounds[0] >= first - 1

@@ -2,14 +2,13 @@
 
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
+import maxshard
 from maxshard.evaluate import all_min_usage, evaluate
 from maxshard.generate import cut, min_usage_peak, tile, to_problem
-from maxshard.orchestrate import solve
 from maxshard.reader import read_instance
 
 from .conftest import BENCHMARKS, EXAMPLE, brute_force, generated, write_problem
@@ -66,8 +65,8 @@ def test_tiled_optimum_is_copies_times_the_source(tmp_path, copies):
     tiled = tile(source, copies)
     assert tiled.n == copies * source.n and tiled.m == copies * source.m + copies - 1
     path = write_problem(tmp_path / "tiled.json", to_problem(tiled, "tiled"))
-    result = solve(read_instance(path), time.monotonic() + 10, lambda _m: None, ["toulbar2"])
-    assert result.status == "optimal" and result.evaluation.cost == copies * best
+    result = maxshard.solve(path, 10, backends=["toulbar2"])
+    assert result.status == "optimal" and result.cost == copies * best
 
 
 def test_generate_command_cuts_and_tiles(tmp_path):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from maxshard.ascent import Ascent
+from maxshard.backend import Context
 from maxshard.backends.lagrange import (
     Lagrange,
     TermLagrange,
@@ -117,14 +118,16 @@ def test_lagrange_reports_only_fitting_solutions_in_time(tmp_path, backend, seed
     assert result.lower_bound == max(record.bounds)
 
 
-class Handover(Recorder):
-    """A report that keeps the states a loop shares and hands it ``inherited``."""
+class Handover(Context):
+    """A context that keeps what a loop reports and the states it hands over,
+    and gives it ``inherited``, ``previous`` and ``peers``."""
 
-    def __init__(self, inherited=None, previous=None) -> None:
-        super().__init__()
-        self.inherited, self.previous, self.states = inherited, previous, []
+    def __init__(self, inherited=None, previous=None, peers=frozenset()) -> None:
+        self.found = Recorder()
+        super().__init__(self.found, inherited=inherited, previous=previous, peers=peers)
+        self.solutions, self.bounds, self.states = self.found.solutions, self.found.bounds, []
 
-    def state(self, state) -> None:
+    def hand_over(self, state) -> None:
         self.states.append(state)
 
 
@@ -181,7 +184,7 @@ def test_a_loop_restarted_as_the_other_goes_on_with_its_own_ascent(
 
 
 def test_loops_leave_the_ascent_to_a_worker_that_climbs_it(tmp_path, monkeypatch, toulbar2_rounds):
-    """With ``ascent_elsewhere`` (``--prove``'s dual worker) neither loop steps an
+    """With a peer that provides the ascent (``--prove``'s dual worker) neither loop steps an
     ascent of its own; the multipliers still bound (diffusion, the relaxed
     solves), the term weights then bound nothing. Without it both climb."""
     inst, model = model_for(
@@ -193,8 +196,7 @@ def test_loops_leave_the_ascent_to_a_worker_that_climbs_it(tmp_path, monkeypatch
     for backend in (Lagrange, TermLagrange):
         monkeypatch.setattr(backend, "relax_seconds", 1)
     for backend, bounds in ((Lagrange, True), (TermLagrange, False)):
-        report = Handover()
-        report.ascent_elsewhere = True
+        report = Handover(peers=frozenset({"ascent"}))
         backend().solve(model, time.monotonic() + 4, None, report, 0)
         assert not steps and bool(report.bounds) == bounds
         assert report.solutions and all(model.fits(x) for x in report.solutions)

@@ -2,13 +2,12 @@
 
 import contextlib
 import itertools
-import time
 
 import numpy as np
 import pytest
 
+import maxshard
 from maxshard.evaluate import evaluate
-from maxshard.orchestrate import solve
 from maxshard.reader import InputError, read_instance
 from maxshard.reduce import Infeasible, memory_units, reduce
 
@@ -90,7 +89,7 @@ def test_solve_stays_valid_and_exact_with_huge_values(tmp_path, seed):
     assert memory_units(inst)[2] == (scale == 1)
     with contextlib.suppress(Infeasible):
         reduce(inst)  # no overflow anywhere in presolve
-    best = solve(inst, time.monotonic() + 3, lambda _m: None, plan=["toulbar2"])
+    best = maxshard.solve(inst, 3, backends=["toulbar2"])
     expected = brute(inst)
     if expected is None:
         assert best.solution is None

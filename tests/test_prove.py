@@ -11,13 +11,7 @@ import pytest
 import maxshard
 from maxshard.evaluate import evaluate
 from maxshard.generate import generate
-from maxshard.orchestrate import (
-    FINAL_POLISH,
-    TOULBAR2_MAX_POINTS,
-    Stage,
-    default_stages,
-    proving_stages,
-)
+from maxshard.orchestrate.plan import Facts
 from maxshard.reader import read_instance
 
 from .conftest import EXAMPLE, brute_force, generated, reduced_or_skip, write_problem
@@ -90,29 +84,9 @@ def test_prove_proves_the_example(tmp_path):
     assert r["cost"] == r["lower_bound"] == 445
 
 
-def test_proving_plan_keeps_a_bounding_worker_on_large_models(tmp_path, monkeypatch):
-    """Past toulbar2's size the dual runs on one worker in every stage (its state
-    carried on); the others search for answers; small models keep the default."""
-    inst = generated(tmp_path, 2, nodes=30, forbidden=0.0, tightness=0.2)
-    model = reduced_or_skip(inst)
-    assert proving_stages(model, 2) == default_stages(model, 2)  # small: toulbar2's
-    monkeypatch.setattr("maxshard.orchestrate.TOULBAR2_MAX_POINTS", -1)
-    monkeypatch.setattr("maxshard.orchestrate.LAGRANGE_ONLY_VARIABLES", 0)
-    stages = proving_stages(model, 2)
-    assert [s.backends[0] for s in stages] == ["dual", "dual"]
-    # its search worker: the term-priced loop, the multiplier loop (which dives
-    # all the way) when the first stage is short
-    assert stages[0].backends[1] == "lagrange-terms"
-    assert proving_stages(model, 2, 180.0)[0].backends[1] == "lagrange-terms"
-    assert proving_stages(model, 2, 30.0)[0].backends[1] == "lagrange"
-    assert stages[-1].share == FINAL_POLISH and "lns" in stages[-1].backends
-    assert proving_stages(model, 1) == [Stage(["dual"], 1.0)]
-    assert TOULBAR2_MAX_POINTS > 0
-
-
 def test_workers_beside_the_dual_are_told_it_climbs_the_ascent(tmp_path, monkeypatch):
-    """The orchestrator tells every worker but the dual's that the dual runs
-    (``backend.ascent_elsewhere``); without a dual in the plan nobody is told."""
+    """The dual declares that it provides the ascent: every other worker of its
+    stage is told (``ctx.peer_provides("ascent")``); without it nobody is."""
     from maxshard import backend as backends
     from maxshard.orchestrate import Best, run_backends
 
@@ -129,7 +103,7 @@ def test_workers_beside_the_dual_are_told_it_climbs_the_ascent(tmp_path, monkeyp
             self.label = label
 
         def solve(self, model, deadline, incumbent, report, seed=0):
-            told = backends.ascent_elsewhere(report)
+            told = backends.context(report).peer_provides("ascent")
             (probes / f"{self.label}-{seed}").write_text(str(told))
             return backends.Result(backends.Status.UNKNOWN)
 
@@ -142,14 +116,17 @@ def test_workers_beside_the_dual_are_told_it_climbs_the_ascent(tmp_path, monkeyp
     assert told == {"p1-1": "True", "p2-2": "True", "p3-5": "False"}
 
 
-def test_prove_bounds_hold_on_generated_instances(tmp_path, monkeypatch):
+def test_prove_bounds_hold_on_generated_instances(tmp_path):
     """The whole --prove plan (forced onto a small model): its bound is at most
     the brute-force optimum and its answer valid."""
-    monkeypatch.setattr("maxshard.orchestrate.TOULBAR2_MAX_POINTS", -1)
+    from maxshard.orchestrate.plan import built_in_text, parse
+
+    forced = parse(built_in_text("prove").replace("points_max = 2000", "points_max = -1"))
+    assert forced.stages(Facts(10, 10, 2))[0].backends[0] == "dual"
     for seed in (1, 4):
         problem = generate(nodes=8, forbidden=0.0, tightness=0.1, functional=0.0, seed=seed)
         path = write_problem(tmp_path / f"p{seed}.json", problem)
         optimum, _ = brute_force(read_instance(path))
-        res = maxshard.solve(path, timeout=4, prove=True, workers=2)
+        res = maxshard.solve(path, timeout=4, plan=forced, workers=2)
         assert res.cost is not None and res.cost >= optimum
-        assert res.lower_bound is None or res.lower_bound <= optimum
+        assert res.lower_bound is not None and res.lower_bound <= optimum

@@ -16,6 +16,7 @@ of the budget (``score_10`` ..., read from the run's trace).
     python tools/bench.py N --logs runs/        # keep each run's progress log and answer
     python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
     python tools/bench.py --prove               # the proving plan (maxshard solve --prove)
+    python tools/bench.py --plan mine.toml      # a plan file (maxshard solve --plan)
 
 A tiled row ``Nx2`` is benchmark N laid twice in time, joined by zero-cost
 edges (about 80,000 nodes): its reference is twice N's best known cost, its
@@ -52,6 +53,7 @@ def run_one(
     presolve: bool,
     quiet: bool = True,
     prove: bool = False,
+    plan: Path | None = None,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
@@ -63,6 +65,8 @@ def run_one(
             cmd.append("--no-presolve")
         if prove:
             cmd.append("--prove")
+        if plan is not None:
+            cmd += ["--plan", str(plan)]
         start = time.monotonic()
         # stderr to a file: a long progress log would fill a pipe read after stdout
         with (Path(tmp) / "stderr").open("w+b") as err:
@@ -184,6 +188,7 @@ def main() -> None:
         "--no-presolve", action="store_true", help="solve without presolve (for comparisons)"
     )
     ap.add_argument("--prove", action="store_true", help="run maxshard solve --prove")
+    ap.add_argument("--plan", type=Path, help="run maxshard solve --plan PLAN")
     ap.add_argument("--bench-dir", type=Path, default=BENCH)
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
     ap.add_argument(
@@ -217,6 +222,7 @@ def main() -> None:
             not args.no_presolve,
             quiet=not args.logs,
             prove=args.prove,
+            plan=args.plan,
         )
         name = r["benchmark"].rsplit("-", 1)[-1]
         if args.logs:

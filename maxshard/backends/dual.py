@@ -4,7 +4,7 @@ It finds no solutions; it proves, as they rise, lower bounds on the model's
 optimum from the LP relaxation over the local polytope with the memory rows,
 and stops once its bound reaches the cost of the incumbent it was given. It
 hands its state (messages and multipliers) to the orchestrator every few
-seconds (:func:`~maxshard.backend.share_state`), so a worker that continues
+seconds (:meth:`~maxshard.backend.Context.hand_over`), so a worker that continues
 it in a later stage of a plan starts where it stopped.
 """
 
@@ -15,13 +15,15 @@ import time
 import numpy as np
 
 from ..ascent import Ascent
-from ..backend import Capabilities, Report, Result, Status, inherited_state, share_state
+from ..backend import Capabilities, Report, Result, Status, context
 from ..model import Model
 
 
 class Dual:
     name = "dual"
-    capabilities = Capabilities(exact=False, anytime=False, memory=True, lower_bound=True)
+    capabilities = Capabilities(
+        exact=False, anytime=False, memory=True, lower_bound=True, provides=frozenset({"ascent"})
+    )
 
     #: seconds between two hand-overs of the state (S's messages: 2.4 MB)
     share_every = 5.0
@@ -37,7 +39,8 @@ class Dual:
         ascent = Ascent(model)
         if not ascent.usable:
             return Result(Status.UNKNOWN)
-        warm = inherited_state(report)
+        ctx = context(report)
+        warm = ctx.inherited
         if isinstance(warm, dict):
             ascent.restore(warm)
         target = None if incumbent is None else model.cost(incumbent)
@@ -51,7 +54,7 @@ class Dual:
                 if target is not None and bound >= target:
                     break  # the incumbent is optimal: nothing left to prove
             if time.monotonic() - shared >= self.share_every:
-                share_state(report, ascent.state())
+                ctx.hand_over(ascent.state())
                 shared = time.monotonic()
-        share_state(report, ascent.state())
+        ctx.hand_over(ascent.state())
         return Result(Status.UNKNOWN, None, best)

@@ -37,6 +37,7 @@ import numpy as np
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
 from ..model import Model, ranks, running_sum, segment_argmin
+from ..output import stdout_to
 
 
 class Highs:
@@ -135,20 +136,10 @@ class Highs:
 def new_highs():
     """A silent HiGHS instance (its banner, printed when one is made, goes to
     /dev/null: stdout carries answers)."""
-    import os
-    import sys
-
     import highspy
 
-    sys.stdout.flush()
-    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
+    with stdout_to():
         h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
     h.setOptionValue("output_flag", False)
     return h
 

@@ -50,9 +50,9 @@ from whose multipliers the toulbar2 rounds go on. Each toulbar2 round:
 Every solution it reports fits in memory (the relinking never leaves the
 feasible region). Each better bound is reported as soon as it is found. After
 every round the loop hands its prices to the orchestrator
-(:func:`~maxshard.backend.share_state`): a worker restarted as a copy of the
-leading loop starts from them rather than from zero (see
-``orchestrate.LEADER_SWITCH``).
+(:meth:`~maxshard.backend.Context.hand_over`): a worker restarted as a copy of the
+leading loop starts from them rather than from zero (the plan's ``switch``,
+:mod:`maxshard.orchestrate.plan`).
 """
 
 from __future__ import annotations
@@ -66,16 +66,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ascent import Ascent
-from ..backend import (
-    Capabilities,
-    Report,
-    Result,
-    Status,
-    ascent_elsewhere,
-    inherited_state,
-    previous_state,
-    share_state,
-)
+from ..backend import Capabilities, Report, Result, Status, context
 from ..bound import Diffusion, floor_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model, penalties, term_penalties
@@ -143,14 +134,15 @@ class Lagrange:
         if model.limit is None or not len(model.base):
             return Result(Status.FEASIBLE, best_x)
 
-        prices = self.prices(model, ascent=not ascent_elsewhere(report))
+        ctx = context(report)
+        prices = self.prices(model, ascent=not ctx.peer_provides("ascent"))
         # a copy restarted at the leader switch goes on from the leader's prices
-        warm = inherited_state(report)
+        warm = ctx.inherited
         if warm is not None:
             prices.restore(warm)
         # a worker restarted as the other loop goes on with its own ascent:
         # the bound it had climbed to is not lost at the switch
-        previous = previous_state(report)
+        previous = ctx.previous
         if isinstance(previous, dict) and "ascent" in previous and prices.ascent is not None:
             prices.ascent.restore(previous["ascent"])
         best_bound: int | None = None
@@ -198,7 +190,7 @@ class Lagrange:
                     best_x, best_cost = x, cost
                     report(best_x)
             prices.update(x_r, best_cost)
-            share_state(report, prices.state())
+            ctx.hand_over(prices.state())
             if DEBUG:
                 excess = model.load(x_r) - model.limit
                 print(
@@ -222,6 +214,7 @@ class Lagrange:
         """Fast rounds (:mod:`.dive`) until ``end``: the relaxed problem solved
         roughly, its solution repaired and descended, the multipliers stepped.
         Returns the best solution and its cost; reports each better one."""
+        ctx = context(report)
         best_cost = model.cost(best_x)
         rounding = Rounding(model, prices.diffusion, int(search.rng.integers(2**31)))
         shared = time.monotonic()
@@ -242,9 +235,9 @@ class Lagrange:
                     report(best_x)
             prices.update(x_r, best_cost)
             if time.monotonic() > shared + 1:  # for a copy restarted at the switch
-                share_state(report, prices.state())
+                ctx.hand_over(prices.state())
                 shared = time.monotonic()
-        share_state(report, prices.state())
+        ctx.hand_over(prices.state())
         return best_x, best_cost
 
     def prices(self, model: Model, ascent: bool = True) -> Multipliers | TermWeights:

@@ -43,8 +43,9 @@ import time
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status, shared_best
+from ..backend import Capabilities, Report, Result, Status, context
 from ..instance import FORBIDDEN
+from ..knapsack import merge_terms
 from ..model import Model, offsets, term_penalties
 from . import toulbar2
 from .lagrange import whole
@@ -94,7 +95,7 @@ class LNS:
         self._size = self.size
         stats: list = []
         while time.monotonic() + 1.5 < deadline:
-            other = shared_best(report)
+            other = context(report).best()
             if other is not None and (theirs := model.cost(other)) < cost:
                 x, cost, load = other.copy(), theirs, model.load(other)
             started = time.monotonic()
@@ -316,20 +317,13 @@ class Neighbourhood:
         """A toulbar2 problem of the neighbourhood (``extra``: int64 costs added to
         the free variables' values, laid out as the model's) that only accepts
         assignments cheaper than ``ub``."""
-        import pytoulbar2
-
         model = self.model
-        cfn = pytoulbar2.CFN(ubinit=float(ub), verbose=-1, seed=seed)
-        wcsp = cfn.CFN.wcsp
-        for i, v in enumerate(self.free):
-            wcsp.makeEnumeratedVariable(f"x{i}", 0, int(model.dom_size[v]) - 1)
-        for i, v in enumerate(self.free):
-            costs = self.unary[i]
-            if extra is not None:
-                costs = costs + extra[model.dom_off[v] : model.dom_off[v + 1]].astype(object)
-            wcsp.postUnaryConstraint(i, toulbar2.float_costs(costs), False)
-        for i, j, t in self.binary:
-            wcsp.postBinaryConstraint(i, j, toulbar2.float_costs(t.ravel()), False)
+        cfn = toulbar2.new_problem(float(ub), seed)
+        unary = list(self.unary)
+        if extra is not None:
+            for i, v in enumerate(self.free):
+                unary[i] = unary[i] + extra[model.dom_off[v] : model.dom_off[v + 1]].astype(object)
+        toulbar2.post(cfn, model.dom_size[self.free].tolist(), unary, self.binary)
         return cfn
 
 
@@ -360,13 +354,11 @@ def improve(
             cfn = hood.cfn(hood.current, seed)
             for scope, params in room.knapsacks(rows, hood.index) if room is not None else ():
                 cfn.CFN.wcsp.postKnapsackConstraint(scope, params, False, True)
-            with quiet():
-                result = cfn.Solve(timeLimit=1)
+            y = toulbar2.solve_quietly(cfn, 1)
         except Contradiction:
             return None
-        if not result:  # none better even under fewer knapsacks: none at all
+        if y is None:  # none better even under fewer knapsacks: none at all
             return None
-        y = np.asarray(result[0], dtype=np.int64)
         over = room.overflowed(y) if room is not None else rows[:0]
         if not len(over):
             return y
@@ -399,14 +391,13 @@ def priced(
         return None
     try:
         cfn = hood.cfn(current, int(rng.integers(2**31)), pen)
-        with quiet():
-            result = cfn.Solve(timeLimit=1)
+        y = toulbar2.solve_quietly(cfn, 1)
     except Contradiction:
         return None
-    if not result:  # nothing cheaper at this price
+    if y is None:  # nothing cheaper at this price
         return None
     trial = x.copy()
-    trial[free] = np.asarray(result[0], dtype=np.int64)
+    trial[free] = y
     search.reset(trial)
     if not search.repair(min(deadline, time.monotonic() + 2.0)):
         return None
@@ -475,24 +466,7 @@ class Room:
             cap = int(self.cap[r])
             scope = index[model.term_var[key]]
             if len(np.unique(scope)) < len(key):  # a variable with two live terms: merge
-                per_var: dict[int, np.ndarray] = {}
-                for k in key:
-                    v, use = int(index[model.term_var[k]]), model.usage_of(int(k))
-                    per_var[v] = per_var[v] + use if v in per_var else use
-                yield list(per_var), toulbar2.knapsack_params(cap, list(per_var.values()))
+                variables, uses = merge_terms(model, key)
+                yield index[variables].tolist(), toulbar2.knapsack_params(cap, uses)
             else:
                 yield scope.tolist(), f"{-cap} " + " ".join(graph.term_text(int(k)) for k in key)
-
-
-class quiet:
-    """Silence file descriptor 1 (toulbar2 prints there) for a block."""
-
-    def __enter__(self) -> None:
-        self.saved = os.dup(1)
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.close(null)
-
-    def __exit__(self, *exc) -> None:
-        os.dup2(self.saved, 1)
-        os.close(self.saved)

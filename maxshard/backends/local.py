@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status, shared_best
+from ..backend import Capabilities, Report, Result, Status, context
 from ..model import Model
 from . import local_kernels as kernels
 
@@ -55,7 +55,7 @@ class LocalSearch:
             return Result(Status.UNKNOWN)
         search.descend(deadline)
         report(search.x.copy())
-        search.iterate(deadline, report, adopt=lambda: shared_best(report))
+        search.iterate(deadline, report, adopt=context(report).best)
         return Result(Status.FEASIBLE, search.x.copy())
 
 

@@ -75,6 +75,7 @@ from pysat.formula import WCNF, IDPool
 
 from ..backend import Capabilities, Report, Result, Status
 from ..instance import FORBIDDEN
+from ..knapsack import binding_knapsacks
 from ..model import Model, reparametrise, segment_argmin
 
 
@@ -244,22 +245,14 @@ def memory_diagrams(model: Model, lit, pool: IDPool, until: float) -> list[list[
 
 
 def _binding_knapsacks(model: Model) -> Iterator[tuple[list[int], list[np.ndarray], int]]:
-    """Each kept point where memory can overflow, once, in order: its live
-    variables, the usage each value adds over the variable's least there, and
-    the room left."""
-    if model.limit is None or not len(model.base):
-        return
+    """Each binding point's knapsack (:func:`maxshard.knapsack.binding_knapsacks`),
+    once, in order: its variables, the units each value adds over the
+    variable's least there, and the room left."""
     seen: set[tuple] = set()
-    for p in range(len(model.base)):
-        per: dict[int, np.ndarray] = {}
-        for k in np.flatnonzero((model.term_lo <= p) & (p < model.term_hi)).tolist():
-            v = int(model.term_var[k])
-            per[v] = per.get(v, 0) + model.usage_of(k)
-        variables = sorted(per)
-        room = model.limit - int(model.base[p]) - sum(int(per[v].min()) for v in variables)
-        weights = [per[v] - per[v].min() for v in variables]
-        if sum(int(w.max()) for w in weights) <= room:
-            continue  # never overflows
+    for k in binding_knapsacks(model):
+        variables = k.variables.tolist()
+        room = k.room - sum(int(w.min()) for w in k.weights)
+        weights = [w - w.min() for w in k.weights]
         key = (tuple(variables), room, tuple(w.tobytes() for w in weights))
         if key not in seen:
             seen.add(key)

@@ -27,16 +27,17 @@ import os
 import resource
 import select
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status, shared_best
+from ..backend import Capabilities, Report, Result, Status, context
 from ..instance import FORBIDDEN
+from ..knapsack import binding_knapsacks
 from ..model import Model
+from ..output import stdout_to
 
 
 class Toulbar2:
@@ -80,7 +81,7 @@ class Toulbar2:
             # the best answer so far (its own, the one it started from, another
             # worker's) that fits at a cost toulbar2 can take as its bound (no pick
             # at 10^18; where every answer has one, presolve priced them lower)
-            found = (best, incumbent, shared_best(report))
+            found = (best, incumbent, context(report).best())
             usable = [x for x in found if x is not None and model.fits(x) and bounded(model, x)]
             best, incumbent = min(usable, key=model.cost, default=None), None
             ub = None if best is None else upper_bound(model.cost(best) - model.offset)
@@ -132,21 +133,44 @@ def float_costs(values: np.ndarray) -> list[float]:
     return out.tolist()
 
 
-def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0):
-    """A fresh toulbar2 problem for ``model`` with the given unary costs."""
+def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0):
+    """A fresh, empty pytoulbar2 problem: every toulbar2 problem of maxshard
+    (the whole model's here, a neighbourhood's in :mod:`.lns`) starts here.
+    (toulbar2's options are process-wide: each problem sets them all.)"""
     import pytoulbar2
 
-    # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
-    cfn = pytoulbar2.CFN(ubinit=ub, verbose=0, seed=seed, vac=vac)
+    return pytoulbar2.CFN(ubinit=ub, verbose=verbose, seed=seed, vac=vac)
+
+
+def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.ndarray]]) -> None:
+    """Variables of the given domain sizes, their unary costs (int arrays) and
+    binary tables ``(i, j, table)``, forbidden costs hard."""
     wcsp = cfn.CFN.wcsp
-    for v in range(model.nv):
-        wcsp.makeEnumeratedVariable(f"x{v}", 0, int(model.dom_size[v]) - 1)
-    for v in range(model.nv):
-        costs = float_costs(unary[model.dom_off[v] : model.dom_off[v + 1]])
-        wcsp.postUnaryConstraint(v, costs, False)
-    for e in range(model.m):
-        u, v = int(model.edge_u[e]), int(model.edge_v[e])
-        wcsp.postBinaryConstraint(u, v, float_costs(model.table(e).ravel()), False)
+    for i, size in enumerate(sizes):
+        wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
+    for i, costs in enumerate(unary):
+        wcsp.postUnaryConstraint(i, float_costs(costs), False)
+    for i, j, table in binary:
+        wcsp.postBinaryConstraint(i, j, float_costs(table.ravel()), False)
+
+
+def solve_quietly(cfn, seconds: int) -> np.ndarray | None:
+    """A short solve, its output thrown away: the best assignment found, or None.
+    (:func:`run` is the long, watched and streamed kind.)"""
+    with stdout_to():
+        result = cfn.Solve(timeLimit=seconds)
+    return np.asarray(result[0], dtype=np.int64) if result else None
+
+
+def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0):
+    """A fresh toulbar2 problem for ``model`` with the given unary costs."""
+    # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
+    cfn = new_problem(ub, seed, verbose=0, vac=vac)
+    wcsp = cfn.CFN.wcsp
+    sizes = model.dom_size.tolist()
+    costs = [unary[model.dom_off[v] : model.dom_off[v + 1]] for v in range(model.nv)]
+    edges = [(int(model.edge_u[e]), int(model.edge_v[e]), model.table(e)) for e in range(model.m)]
+    post(cfn, sizes, costs, edges)
     if memory and model.limit is not None:
         for scope, params in knapsacks(model):
             wcsp.postKnapsackConstraint(scope, params, False, True)
@@ -154,19 +178,10 @@ def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: 
 
 
 def knapsacks(model: Model):
-    """``sum usage <= limit - base`` per kept point, as toulbar2's ``>=`` knapsack
-    (negated), skipping points that no assignment can overload."""
-    assert model.limit is not None
-    order = np.argsort(model.term_lo, kind="stable")
-    for p in range(len(model.base)):
-        live = order[(model.term_lo[order] <= p) & (p < model.term_hi[order])]
-        if not len(live):
-            continue
-        cap = int(model.limit - model.base[p])
-        if sum(int(model.usage_of(int(k)).max()) for k in live) <= cap:
-            continue
-        scope = [int(model.term_var[k]) for k in live]
-        yield scope, knapsack_params(cap, [model.usage_of(int(k)) for k in live])
+    """(scope, parameters) of toulbar2's knapsack at each binding point
+    (:func:`maxshard.knapsack.binding_knapsacks`)."""
+    for k in binding_knapsacks(model):
+        yield k.variables.tolist(), knapsack_params(k.room, k.weights)
 
 
 def knapsack_params(cap: int, uses: list[np.ndarray]) -> str:
@@ -237,18 +252,16 @@ def run(
             os._exit(status)
     os.close(read_fd)
     deep_stack()
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(write_fd, 1)
-    os.close(write_fd)
     try:
-        result = cfn.Solve(showSolutions=1, timeLimit=seconds + grace)
+        with stdout_to(write_fd):
+            os.close(write_fd)  # fd 1 is now the pipe's only write end
+            try:
+                result = cfn.Solve(showSolutions=1, timeLimit=seconds + grace)
+            finally:
+                if watched:  # the reader may stop a search that just ended: ignore that signal
+                    signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
+        # fd 1 restored: the pipe's last write end closed, the reader sees EOF
     finally:
-        if watched:  # the reader may stop a search that just ended: ignore that signal
-            signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
-        sys.stdout.flush()
-        os.dup2(saved, 1)  # closes the pipe's last write end: the reader sees EOF
-        os.close(saved)
         _, status = os.waitpid(reader, 0)
     proved = os.waitstatus_to_exitcode(status) in (PROVED_OPTIMAL, PROVED_EMPTY)
     if not result:

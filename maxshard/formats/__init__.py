@@ -59,6 +59,17 @@ class Header:
         )
 
 
+def memory_units(model: Model):
+    """The model's memory in units (:func:`maxshard.knapsack.units`), or None;
+    a point where nothing fits is an error here (a file cannot state it)."""
+    from ..knapsack import units
+
+    mem = units(model)
+    if mem is not None and (mem.room < 0).any():
+        raise FormatError("memory cannot fit at some time point whatever the choice")
+    return mem
+
+
 def format_of(path: str | Path, explicit: str | None = None) -> str:
     """The format named, or the one of the file's suffix (``.gz`` looked through)."""
     if explicit is not None:

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from ..instance import FORBIDDEN
+from ..knapsack import most_load
 from ..model import Model, reparametrise
-from . import FormatError, Header, one_value_each, open_out, v_lines
-from .memory import most_load, units
+from . import FormatError, Header, memory_units, one_value_each, open_out, v_lines
 from .text import Kinds
 
 #: token kinds: a hard clause's "h", a literal, a clause end, a soft clause's weight
@@ -176,7 +176,7 @@ def _weighted(clauses: Clauses, lits: np.ndarray, costs: np.ndarray) -> None:
 def _memory(model: Model, clauses: Clauses, ids: Ids, false: int) -> int:
     """The running sum of memory as adders, and the room checks; returns the
     number of adders."""
-    mem = units(model)
+    mem = memory_units(model)
     if mem is None:
         return 0
     room = mem.room

@@ -1,9 +1,17 @@
-"""Memory as the file formats state it: units, rooms, and knapsacks point by point.
+"""Memory as knapsacks: one constraint per kept time point where it can bind.
 
-Usages are written in units of their greatest common divisor (exact: every
-load is a multiple of it, so ``load <= limit - base`` iff ``load / g <=
-floor((limit - base) / g)``). A point is *binding* when its live terms could
-pass its room; elsewhere nothing needs stating.
+At kept point ``p`` the model's memory says ``sum of usage_of(k)[x[term_var[k]]]
+over the terms k live at p (term_lo <= p < term_hi) <= limit - base[p]``. A
+variable may own several terms live at one point (see :class:`Model`): their
+usages add up value by value, so each knapsack holds one weight vector per
+variable, merged here. This module is the one builder of those knapsacks:
+toulbar2 and rc2 post them, the file formats write them, large neighbourhood
+search merges its rows' terms with :func:`merge_terms`.
+
+Usages are in units of their greatest common divisor (exact: every load is a
+multiple of it, so ``load <= limit - base`` iff ``load / g <= floor((limit -
+base) / g)``). A point is *binding* when its live terms could pass its room;
+elsewhere nothing needs stating.
 """
 
 from __future__ import annotations
@@ -15,8 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..model import Model, offsets, ranks
-from . import FormatError
+from .model import Model, offsets, ranks
 
 
 class Units(NamedTuple):
@@ -30,10 +37,7 @@ def units(model: Model) -> Units | None:
     if model.limit is None or not len(model.base) or not len(model.term_var):
         return None
     g = fold(math.gcd, [int(u) for u in np.unique(model.term_usage) if u], 0) or 1
-    room = (model.limit - model.base) // g
-    if (room < 0).any():
-        raise FormatError("memory cannot fit at some time point whatever the choice")
-    return Units(g, room, model.term_usage // g)
+    return Units(g, (model.limit - model.base) // g, model.term_usage // g)
 
 
 def most_load(model: Model, usage: np.ndarray) -> np.ndarray:
@@ -101,3 +105,43 @@ def knapsacks(model: Model, mem: Units, block: int = 64) -> Iterator[Knapsacks]:
         np.add.at(weight, inverse, nz_units[at])
         pv = keys // width
         yield Knapsacks(pv // model.nv, pv % model.nv, keys % width, weight)
+
+
+class Knapsack(NamedTuple):
+    """``sum of weights[i][x[variables[i]]] <= room`` at kept point ``point``."""
+
+    point: int
+    variables: np.ndarray  # sorted
+    weights: list[np.ndarray]  # per variable, the units each of its values uses
+    room: int  # in units (negative: nothing fits)
+
+
+def binding_knapsacks(model: Model) -> Iterator[Knapsack]:
+    """The knapsack of each binding point, in order (none without memory)."""
+    mem = units(model)
+    if mem is None:
+        return
+    for block in knapsacks(model, mem):
+        starts = np.flatnonzero(np.r_[True, block.point[1:] != block.point[:-1]])
+        ends = np.r_[starts[1:], len(block.point)]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            var, val, weight = block.var[a:b], block.val[a:b], block.weight[a:b]
+            firsts = np.flatnonzero(np.r_[True, var[1:] != var[:-1]])
+            variables = var[firsts]
+            weights = []
+            for i, j in zip(firsts.tolist(), np.r_[firsts[1:], len(var)].tolist(), strict=True):
+                w = np.zeros(int(model.dom_size[var[i]]), dtype=np.int64)
+                w[val[i:j]] = weight[i:j]
+                weights.append(w)
+            point = int(block.point[a])
+            yield Knapsack(point, variables, weights, int(mem.room[point]))
+
+
+def merge_terms(model: Model, terms: np.ndarray) -> tuple[list[int], list[np.ndarray]]:
+    """The variables of ``terms`` (first-seen order) and each one's usage per
+    value, its terms' usages added (raw usages, not units)."""
+    per_var: dict[int, np.ndarray] = {}
+    for k in terms.tolist():
+        v, use = int(model.term_var[k]), model.usage_of(k)
+        per_var[v] = per_var[v] + use if v in per_var else use
+    return list(per_var), list(per_var.values())

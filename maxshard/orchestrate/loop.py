@@ -1,0 +1,251 @@
+"""One stage of a run: its backends in worker processes until the stage ends.
+
+:func:`run_backends` starts the workers, hands each message to its handler
+(:class:`StageRun`, one method per message kind), switches the workers behind
+to the leader's backend at the stage's switch moment, and stops at the
+stage's deadline, at a proof, or once the target gap is reached.
+"""
+
+from __future__ import annotations
+
+import time
+from multiprocessing.connection import wait
+
+import numpy as np
+
+from ..evaluate import evaluate
+from ..instance import FORBIDDEN
+from ..model import Model
+from . import workers as procs
+from .incumbent import UNPROVEN, Best
+from .plan import Budget
+from .workers import Job, Shared
+
+
+def run_backends(
+    model: Model,
+    best: Best,
+    plan: list[str],
+    deadline: float,
+    seed: int = 0,
+    workers: int | None = None,
+    switch: float | None = None,
+    carry: dict[str, object] | None = None,
+) -> dict[str, str]:
+    """Run the backends of ``plan`` (up to ``workers`` at a time, the rest as
+    workers free up) until the deadline.
+
+    With ``switch``, at that share of the time every worker whose backend is not
+    the one that found the best solution so far restarts as that backend (with
+    a seed of its own, from the best solution). ``carry`` holds the last
+    search state each backend handed over (by name): a backend started here
+    inherits it, and the states handed over here are kept in it, so a backend
+    of the next stage goes on where this one stopped. Returns each backend's
+    final status (or its error). Stops early when a backend proves optimality
+    or infeasibility, or once the answer is proven within ``best.target_gap``.
+    """
+    if model.nv == 0:  # presolve fixed every node: nothing left to search
+        x = np.zeros(0, dtype=np.int64)
+        only = model.reconstruct(x)
+        best.offer(only, "presolve", x)
+        if model.exact_memory:  # the one solution left is optimal
+            best.bound(evaluate(best.inst, only).cost, "presolve")
+            best.proved("optimal")
+        return {name: "not needed" for name in plan}
+    stage = StageRun(model, best, plan, seed, carry)
+    return stage.run(deadline, workers or procs.available_cores(), switch)
+
+
+class StageRun:
+    """The parent's side of one stage: its workers and what their messages do."""
+
+    def __init__(
+        self,
+        model: Model,
+        best: Best,
+        plan: list[str],
+        seed: int,
+        carry: dict[str, object] | None,
+    ) -> None:
+        self.model, self.best, self.plan, self.seed, self.carry = model, best, plan, seed, carry
+        # bounds are on the model's cost: the instance's only if memory was not scaled
+        # and forbidden picks cost 10**18 (see Model.exact_memory, Model.forbidden_cost)
+        self.proofs_hold = model.exact_memory and model.forbidden_cost == FORBIDDEN
+        self.shared = Shared(model.nv)
+        if best.model_x is not None:
+            self.shared.publish(best.model_x)
+        self.provided = [procs.provides(name) for name in plan]
+        self.running: list[Job] = []
+        self.outcome: dict[str, str] = {}
+        self.finished = False
+        self.before_switch = False  # each worker's best is noted until the switch
+
+    def peers(self, k: int) -> frozenset[str]:
+        """What the workers of this stage other than the ``k``-th provide."""
+        return frozenset().union(*(p for j, p in enumerate(self.provided) if j != k))
+
+    def run(self, deadline: float, workers: int, switch: float | None) -> dict[str, str]:
+        queue = list(enumerate(self.plan))
+        switch_at = Budget(time.monotonic(), deadline).at(switch) if switch else None
+        self.before_switch = switch_at is not None
+        try:
+            while (queue or self.running) and not self.finished:
+                while queue and len(self.running) < workers and time.monotonic() < deadline:
+                    k, name = queue.pop(0)
+                    inherited = (self.carry or {}).get(name)
+                    self.running.append(
+                        procs.start(
+                            name,
+                            self.seed + k,
+                            self.model,
+                            deadline,
+                            self.best.model_x,
+                            self.shared,
+                            inherited,
+                            peers=self.peers(k),
+                        )  # fmt: skip
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self.running:
+                    break
+                if switch_at is not None and time.monotonic() >= switch_at:
+                    switch_at, self.before_switch = None, False
+                    self.follow_the_leader(len(self.plan) + self.seed, deadline)
+                wake = remaining if switch_at is None else switch_at - time.monotonic()
+                ready = wait([j.conn for j in self.running], timeout=max(0.0, min(remaining, wake)))
+                for conn in ready:
+                    self.receive(next(j for j in self.running if j.conn is conn))
+        finally:
+            # a worker still running was stopped: by a proof, the gap reached, or the clock
+            why = "stopped at deadline"
+            if self.finished:
+                proved = self.best.status in ("optimal", "infeasible")
+                why = "stopped: " + ("proved" if proved else "gap reached")
+            for job in self.running:
+                self.outcome.setdefault(job.name, why)
+            procs.kill_workers()
+        return self.outcome
+
+    # -- messages ------------------------------------------------------------------
+
+    def receive(self, job: Job) -> None:
+        try:
+            msg = job.conn.recv()
+        except (EOFError, OSError):
+            self.on_closed(job)
+            return
+        handler = {
+            "solution": self.on_solution,
+            "bound": self.on_bound,
+            "state": self.on_state,
+            "error": self.on_error,
+            "done": self.on_done,
+        }.get(msg[0] if isinstance(msg, tuple) and msg else None)
+        if handler is None:
+            self.best.log(f"backend {job.name} sent a message that means nothing; ignored")
+            return
+        try:
+            handler(job, *msg[1:])
+        except (TypeError, ValueError, IndexError) as exc:
+            self.best.log(
+                f"backend {job.name} sent a malformed {msg[0]!r} message ({exc}); ignored"
+            )
+
+    def on_closed(self, job: Job) -> None:
+        if not job.answered:  # died without a word: say so
+            self.best.log(f"backend {job.name} crashed (its process ended without a result)")
+        self.outcome.setdefault(job.name, "crashed")
+        self.running.remove(job)
+
+    def on_solution(self, job: Job, x: np.ndarray) -> None:
+        self.offer(job, x)
+        self.finished = self.finished or self.best.done()
+
+    def on_bound(self, job: Job, value: int) -> None:
+        if not self.proofs_hold:
+            return  # a bound on this model's scale says nothing of the instance's
+        self.best.bound(int(value), job.name)
+        if self.best.closed():
+            self.best.proved("optimal")
+        self.finished = self.finished or self.best.done()
+
+    def on_state(self, job: Job, state: object) -> None:
+        job.state = state
+        if self.carry is not None:
+            self.carry[job.name] = state
+
+    def on_error(self, job: Job, detail: str) -> None:
+        job.answered = True
+        self.outcome[job.name] = f"error: {detail}"
+        self.best.log(f"backend {job.name} failed: {detail}")
+
+    def on_done(self, job: Job, status: str, x: np.ndarray | None, bound: int | None) -> None:
+        job.answered = True
+        best = self.best
+        if not self.model.exact_memory:  # proofs about the scaled model only
+            status = UNPROVEN.get(status, status)
+        self.outcome[job.name] = status
+        if x is not None:
+            self.offer(job, x)
+        if bound is not None and self.proofs_hold:
+            best.bound(int(bound), job.name)
+        self.finished = self.finished or best.done()
+        if status == "optimal" and best.evaluation is not None:
+            if not self.proofs_hold:  # the optimum is the solution itself
+                best.bound(best.evaluation.cost, job.name)
+            best.proved("optimal")
+            self.finished = True
+        elif status == "infeasible":
+            # no clean solution fits; a solution with forbidden picks may still stand
+            self.finished = True
+            if best.evaluation is None:
+                best.proved("infeasible")
+
+    def offer(self, job: Job, x: np.ndarray) -> None:
+        x = np.asarray(x, dtype=np.int64)
+        if x.shape != (self.model.nv,) or (x < 0).any() or (x >= self.model.dom_size).any():
+            self.best.log(f"backend {job.name} reported a solution out of the model's domains; "
+                          "ignored")  # fmt: skip
+            return
+        if self.before_switch:  # each worker's best is read only at the switch
+            cost = self.model.cost(x)
+            if job.best is None or cost < job.best:
+                job.best = cost
+        if self.best.offer(self.model.reconstruct(x), job.name, x):
+            self.shared.publish(x)
+
+    # -- the leader switch ---------------------------------------------------------
+
+    def follow_the_leader(self, seed: int, deadline: float) -> None:
+        """Restart every running worker that is not running the best solution's
+        backend as that backend, each with a new seed from ``seed`` on, and from
+        the leader's last search state (its prices, for the Lagrangian loops)
+        and its own (what of its work carries over: the Lagrangian loops' lower
+        bound)."""
+        best, leader = self.best, self.best.method
+        leading = [job for job in self.running if job.name == leader]
+        if not leading:
+            return
+        state = leading[0].state
+        best.log(
+            "at the switch, each worker's best: "
+            + ", ".join(f"{j.name} {j.best:.6g}" for j in self.running if j.best is not None)
+        )
+        k = self.plan.index(leader) if leader in self.plan else 0
+        for n, job in enumerate([job for job in self.running if job.name != leader]):
+            procs.stop(job)
+            self.running.remove(job)
+            best.log(f"{job.name} restarts as {leader}, which found the best so far")
+            self.running.append(
+                procs.start(
+                    leader,
+                    seed + n,
+                    self.model,
+                    deadline,
+                    best.model_x,
+                    self.shared,
+                    state,
+                    job.state,
+                    self.peers(k),
+                )  # fmt: skip
+            )

@@ -1,0 +1,194 @@
+"""The solve pipeline: read → reduce → run the plan's stages → the result.
+
+The command line, the Python API and the workbench all solve through
+:class:`Run`, and all describe what came out with the one :class:`Result`
+(which is also the ``--out`` JSON).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..evaluate import all_min_usage
+from ..instance import Instance
+from ..model import Model
+from .incumbent import Best, Log
+from .loop import run_backends
+from .plan import Budget, Facts, Plan, built_in
+from .workers import available_cores, kill_workers
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to solve: the plan (None: the built-in one, ``default`` or, with
+    ``prove``, ``prove``), the seed, the workers (None: the cores available),
+    the target gap, whether to presolve, and whether the backends start from
+    the least-usage solutions (off: a backend compared alone starts from
+    nothing, and only what it finds counts)."""
+
+    plan: Plan | None = None
+    prove: bool = False
+    seed: int = 0
+    workers: int | None = None
+    gap: float | None = None
+    presolve: bool = True
+    starts: bool = True
+
+    def plan_name(self) -> str:
+        return self.plan.name if self.plan else ("prove" if self.prove else "default")
+
+
+def stages_for(options: Options, model: Model, workers: int, seconds: float):
+    """The stages the run's plan gives for this model, worker count and time left."""
+    plan = options.plan or built_in("prove" if options.prove else "default")
+    return plan.stages(Facts.of(model, workers, seconds))
+
+
+def solve(
+    inst: Instance,
+    deadline: float,
+    best: Best,
+    options: Options = Options(),
+    model: Model | None = None,
+) -> dict[str, str]:
+    """Presolve ``inst`` (unless ``model`` is given), run the plan's stages until
+    ``deadline``, keeping the best verified solution in ``best``. Returns each
+    backend's status in the last stage run."""
+    from ..reduce import Infeasible, memory_units, reduce
+
+    log = best.log
+    if options.starts:
+        best.offer(all_min_usage(inst), "min-usage start")
+    try:
+        model = model if model is not None else reduce(inst, passes=options.presolve)
+    except Infeasible as exc:
+        if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
+            best.proved("infeasible")
+        log(f"infeasible: {exc}")
+        return {}
+    log("presolve: " + ", ".join(f"{v} {k}" for k, v in model.stats().items()))
+    x = model.min_usage_solution()
+    if options.starts and model.fits(x):
+        best.offer(model.reconstruct(x), "presolve start", x)
+    workers = options.workers or available_cores()
+    budget = Budget(time.monotonic(), deadline)
+    stages = stages_for(options, model, workers, deadline - budget.start)
+    carry: dict[str, object] = {}  # search states handed from stage to stage
+    done, outcome = 0.0, {}
+    for k, stage in enumerate(stages):
+        done += stage.share
+        end = budget.at(done)
+        names = stage.workers(workers)
+        until = f"until {end - best.start:.1f}s"
+        log(f"stage {k + 1}/{len(stages)} {until}: {_stage_text(stage, names, workers)}")
+        states = carry if stage.inherit else {}
+        outcome = run_backends(model, best, names, end, options.seed, workers, stage.switch, states)
+        carry.update(states)
+        if best.done():
+            break
+    return outcome
+
+
+def _stage_text(stage, names: list[str], workers: int) -> str:
+    text = ", ".join(names[:workers])
+    if names[workers:]:
+        text += "; then " + ", ".join(names[workers:])
+    if stage.switch:
+        text += f"; the switch at {100 * stage.switch:g}%"
+    return text
+
+
+@dataclass
+class Result:
+    """What a solve produced: the answer (one strategy per node, as the contest
+    wants it), its checked cost, the proven bound and what proved it."""
+
+    solution: list[int] | None
+    cost: int | None
+    lower_bound: int | None
+    status: str  # optimal, feasible, infeasible or unknown
+    forbidden_picks: int | None
+    method: str  # what found the solution
+    time_s: float
+    trace: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+    #: seconds until optimality was proved, and until the target gap was reached
+    proved_at: float | None = None
+    gap_reached_at: float | None = None
+    target_gap: float | None = None
+    plan: str = "default"
+    seed: int = 0
+    peak_usage: int | None = None
+    usage_limit: int | None = None
+    #: each backend's status at the end of the last stage
+    outcome: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        if self.cost is None or self.lower_bound is None or not self.cost:
+            return None
+        return max(0.0, (self.cost - self.lower_bound) / self.cost)
+
+    def record(self, **extra: object) -> dict:
+        """The result as the ``--out`` JSON holds it (``extra`` first)."""
+        return {**extra, **asdict(self), "gap": self.gap}
+
+
+class Run:
+    """One solve: holds what it has at every moment, so that an interrupted
+    run (a signal, the hard deadline) still ends with its best answer."""
+
+    def __init__(self, options: Options, log: Log, start: float | None = None) -> None:
+        self.options, self.log = options, log
+        self.start = time.monotonic() if start is None else start
+        self.inst: Instance | None = None
+        self.best: Best | None = None
+        self.outcome: dict[str, str] = {}
+
+    def solve(
+        self,
+        problem: str | Path | Instance | Callable[[], Instance],
+        deadline: float,
+        model: Model | None = None,
+    ) -> None:
+        """Read ``problem`` (a file, an instance, or a function that reads one)
+        and solve it until ``deadline``; the workers are killed on the way out."""
+        from ..reader import read_instance
+
+        try:
+            if isinstance(problem, Instance):
+                self.inst = problem
+            elif callable(problem):
+                self.inst = problem()
+            else:
+                self.inst = read_instance(problem)
+            self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
+            self.outcome = solve(self.inst, deadline, self.best, self.options, model)
+        finally:
+            kill_workers()
+
+    def result(self) -> Result:
+        best, inst = self.best, self.inst
+        ev = best.evaluation if best else None
+        return Result(
+            solution=None
+            if best is None or best.solution is None
+            else [int(s) for s in best.solution],
+            cost=ev.cost if ev else None,
+            lower_bound=best.lower_bound if best else None,
+            status=best.status if best else "unknown",
+            forbidden_picks=ev.forbidden if ev else None,
+            method=best.method if best else "",
+            time_s=round(time.monotonic() - self.start, 3),
+            trace=list(best.trace) if best else [],
+            proved_at=best.proved_at if best else None,
+            gap_reached_at=best.gap_reached_at if best else None,
+            target_gap=self.options.gap,
+            plan=self.options.plan_name(),
+            seed=self.options.seed,
+            peak_usage=ev.peak if ev else None,
+            usage_limit=inst.usage_limit if inst else None,
+            outcome=dict(self.outcome),
+        )

@@ -1,0 +1,170 @@
+"""Worker processes: one per running backend, forked, talking to the parent
+through a pipe.
+
+A worker that hangs, crashes or ignores its deadline is killed, and whatever
+it reported before stays. Messages from a worker to the parent, each a tuple:
+
+- ``("solution", x)``: a model solution it found;
+- ``("bound", b)``: a proven lower bound on the model cost;
+- ``("state", s)``: its search state, handed over (:meth:`Context.hand_over`);
+- ``("done", status, x, bound)``: its :class:`~maxshard.backend.Result`;
+- ``("error", text)``: it raised; the text says what.
+
+The parent shares its best solution with the workers through :class:`Shared`
+memory, which each worker's :class:`WorkerContext` reads on ``best()``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from .. import backend as backends
+from ..backend import Context
+from ..model import Model
+from ..output import stdout_to
+
+#: Workers stop this long before the deadline so their last report arrives in time.
+WORKER_MARGIN = 0.15
+
+
+@dataclass
+class Job:
+    name: str
+    seed: int
+    process: mp.process.BaseProcess
+    conn: Connection
+    state: object = None  # the last search state the backend handed over
+    answered: bool = False  # sent its result (or its error) before its pipe closed
+    best: int | None = None  # model cost of its best solution before the switch
+
+
+_LIVE: list[Job] = []  # workers to kill if the parent is interrupted
+
+
+def kill_workers() -> None:
+    for job in _LIVE:
+        if job.process.is_alive():
+            job.process.kill()
+    for job in _LIVE:
+        job.process.join(timeout=1)
+    _LIVE.clear()
+
+
+def stop(job: Job) -> None:
+    """Kill one worker now (its pipe closed, no longer among the live ones)."""
+    job.process.kill()
+    job.process.join(timeout=1)
+    job.conn.close()
+    _LIVE.remove(job)
+
+
+class Shared:
+    """The incumbent model solution, shared by the parent with the workers it forks.
+
+    Lives in shared memory created before the fork. A seqlock keeps reads
+    whole: the parent makes ``version`` odd, writes, makes it even; a reader
+    copies and retries if the version moved meanwhile.
+    """
+
+    def __init__(self, nv: int) -> None:
+        buf = mp.get_context("fork").RawArray("q", nv + 1)
+        self._version = np.frombuffer(buf, dtype=np.int64, count=1)
+        self._x = np.frombuffer(buf, dtype=np.int64, offset=8)
+
+    def publish(self, x: np.ndarray) -> None:
+        self._version[0] += 1
+        self._x[:] = x
+        self._version[0] += 1
+
+    def read(self, seen: int) -> tuple[int, np.ndarray | None]:
+        """(version, solution): the solution only if it changed since ``seen``."""
+        while True:
+            version = int(self._version[0])
+            if version == seen or version == 0:
+                return seen, None
+            x = self._x.copy()
+            if not version % 2 and int(self._version[0]) == version:
+                return version, x
+
+
+class WorkerContext(Context):
+    """A worker's :class:`~maxshard.backend.Context`: reports go to the parent's
+    pipe, ``best()`` reads the shared incumbent."""
+
+    def __init__(self, conn: Connection | None, shared: Shared, **given) -> None:
+        super().__init__(**given)
+        self.conn, self.shared, self.seen = conn, shared, 0
+
+    def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
+        if solution is not None:
+            self.conn.send(("solution", solution))
+        if lower_bound is not None:
+            self.conn.send(("bound", lower_bound))
+
+    def best(self) -> np.ndarray | None:
+        self.seen, x = self.shared.read(self.seen)
+        return x
+
+    def hand_over(self, state: object) -> None:
+        self.conn.send(("state", state))
+
+
+def _worker(name, model, deadline, incumbent, seed, conn, shared, given) -> None:
+    with stdout_to():
+        try:
+            backend = backends.load(name)
+            ctx = WorkerContext(conn, shared, **given)
+            result = backend.solve(model, deadline, incumbent, ctx, seed)
+            conn.send(("done", result.status.value, result.solution, result.lower_bound))
+        except BaseException as exc:  # reported to the parent, which keeps going
+            detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            conn.send(("error", detail))
+        finally:
+            conn.close()
+
+
+def start(
+    name: str,
+    seed: int,
+    model: Model,
+    deadline: float,
+    incumbent: np.ndarray | None,
+    shared: Shared,
+    inherited: object = None,
+    previous: object = None,
+    peers: frozenset[str] = frozenset(),
+) -> Job:
+    """Fork a worker running backend ``name`` until ``deadline`` (less the margin)."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    given = {"inherited": inherited, "previous": previous, "peers": peers}
+    args = (name, model, deadline - WORKER_MARGIN, incumbent, seed, child, shared, given)
+    proc = ctx.Process(target=_worker, args=args, daemon=True)
+    proc.start()
+    child.close()
+    job = Job(name, seed, proc, parent)
+    _LIVE.append(job)
+    return job
+
+
+def provides(name: str) -> frozenset[str]:
+    """What backend ``name`` declares it provides its peers (nothing if it
+    cannot be loaded: its worker will say why)."""
+    try:
+        return backends.load(name).capabilities.provides
+    except (backends.BackendError, AttributeError):
+        return frozenset()
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
