@@ -27,14 +27,17 @@ def model_optimum(model, memory=True):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_bound_never_exceeds_the_optimum(tmp_path, seed):
-    inst = generated(tmp_path, seed, nodes=7, max_strategies=3, forbidden=0.1, tightness=0.2)
+    # no functional edges: presolve leaves variables to bound (with them, 11 of
+    # these 12 instances were solved by presolve alone and bounded nothing)
+    inst = generated(tmp_path, seed, nodes=8, max_strategies=3, forbidden=0.0, functional=0.0,
+                     tightness=0.2)  # fmt: skip
     best, _ = brute_force(inst)
     try:
         model = reduce(inst)
     except Infeasible:
-        return
+        pytest.skip("no clean solution fits: nothing to bound")
     if best is None or not model.nv:
-        return
+        pytest.skip("presolve solved it, or no clean solution: nothing to bound")
     diffusion = Diffusion(model)
     rng = np.random.default_rng(seed)
     bounds = [diffusion.bound(None, None, time.monotonic() + 5)]

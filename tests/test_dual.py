@@ -60,7 +60,7 @@ def test_dual_bounds_never_exceed_the_optimum(tmp_path, seed):
     best, _ = brute_force(inst)
     model = reduced_or_skip(inst)
     if best is None or not model.nv:
-        return
+        pytest.skip("presolve solved it, or no clean solution: nothing to bound")
     bounds = climb(model)
     assert bounds, "a model with variables gets a bound"
     assert all(b <= best for b in bounds)
