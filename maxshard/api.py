@@ -47,7 +47,7 @@ def solve(
     plan file (or :class:`~maxshard.orchestrate.Plan`) to run instead; ``gap``:
     stop once the answer is proven within this relative gap (0.01: 1%);
     ``log``: a callable given each progress line."""
-    from .orchestrate import available_cores
+    from .orchestrate import available_cores, kill_workers
 
     if not timeout > 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
@@ -61,7 +61,10 @@ def solve(
         chosen = Plan.of_backends(list(backends), workers or available_cores())
     options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap)
     run = Run(options, log or (lambda _line: None), start)
-    run.solve(problem, start + timeout)
+    try:
+        run.solve(problem, start + timeout)
+    finally:
+        kill_workers()
     return run.result()
 
 

@@ -90,7 +90,7 @@ def check_backends(names: Iterable[str]) -> None:
 
 def run_one(run: Run, data: bytes | None = None) -> Record:
     """Solve ``run`` (from ``data`` if given, else its file); never raises."""
-    from .orchestrate import Options, Plan
+    from .orchestrate import Options, Plan, kill_workers
     from .orchestrate import Run as Solve
     from .orchestrate import load as load_plan
     from .reader import parse_instance, read_bytes
@@ -122,7 +122,10 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
             options = Options(Plan.of_backends([run.backend], 1), seed=run.seed, workers=1,
                               starts=False)  # fmt: skip
             solve = Solve(options, lambda _message: None)
-        solve.solve(inst, solve.start + run.timeout, model)
+        try:
+            solve.solve(inst, solve.start + run.timeout, model)
+        finally:
+            kill_workers()
         result = solve.result()
         record.update(
             status=result.status,

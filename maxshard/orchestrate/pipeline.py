@@ -154,7 +154,8 @@ class Run:
         model: Model | None = None,
     ) -> None:
         """Read ``problem`` (a file, an instance, or a function that reads one)
-        and solve it until ``deadline``; the workers are killed on the way out."""
+        and solve it until ``deadline``; the workers are killed on the way out
+        (reaped by the next :func:`kill_workers`, once the answer is out)."""
         from ..reader import read_instance
 
         try:
@@ -167,7 +168,7 @@ class Run:
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
             self.outcome = solve(self.inst, deadline, self.best, self.options, model)
         finally:
-            kill_workers()
+            kill_workers(reap=False)
 
     def result(self) -> Result:
         best, inst = self.best, self.inst

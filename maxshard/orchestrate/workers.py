@@ -47,13 +47,16 @@ class Job:
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
 
 
-def kill_workers() -> None:
+def kill_workers(reap: bool = True) -> None:
+    """Kill every live worker; ``reap=False`` leaves waiting for them to a later
+    call (a run about to print its answer does not wait on a loaded machine)."""
     for job in _LIVE:
         if job.process.is_alive():
             job.process.kill()
-    for job in _LIVE:
-        job.process.join(timeout=1)
-    _LIVE.clear()
+    if reap:
+        for job in _LIVE:
+            job.process.join(timeout=1)
+        _LIVE.clear()
 
 
 def stop(job: Job) -> None:
