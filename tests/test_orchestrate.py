@@ -721,3 +721,17 @@ def test_the_readme_plugin_cooperates_in_a_plan(tmp_path, monkeypatch):
     run_backends(model, best, ["polish", "local"], time.monotonic() + 2.0, workers=2, carry=carry)
     assert "polish" in carry and carry["polish"]["cost"] >= best.evaluation.cost
     assert evaluate(inst, best.solution).feasible
+
+
+def test_compare_runs_a_plan_file_and_refuses_a_bad_one(tmp_path):
+    from maxshard import workbench
+
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text('[[stage]]\nshare = 1.0\nbackends = ["local"]\n')
+    bad.write_text('[[stage]]\nshare = 1.0\nbackends = ["nope"]\n')
+    with pytest.raises(PlanError, match="unknown backend 'nope'"):
+        workbench.check_backends(["local", f"plan:{bad}"])
+    run = workbench.Run("example", EXAMPLE, f"plan:{good}", 0, 5.0)
+    record = workbench.run_one(run)
+    assert record["cost"] == 445 and record["status"] == "optimal"
+    assert evaluate(read_instance(EXAMPLE), record["solution"]).cost == 445
