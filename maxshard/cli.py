@@ -398,18 +398,19 @@ def plans_cmd(
     A plan is a TOML file of stages, each a share of the time and the
     backends its workers run (one per worker, in turn)::
 
-        [[stage]]
+        \\[\\[stage]]
         share = 0.6
         backends = ["lagrange", "mybackend"]
 
-        [[stage]]
+        \\[\\[stage]]
         share = 0.4
         backends = ["lns", "lns"]
 
     Run one with `maxshard solve PROBLEM T --plan FILE`. A stage may also set
     repeat, queue, switch (the leader switch) and inherit; a plan may be a list
-    of [[case]] tables chosen by the model's size (`maxshard plans default`
-    shows both).
+    of \\[\\[case]] tables chosen by the model's size, each with a `when` table
+    (points_max, variables_min, variables_max, workers_min, workers_max,
+    seconds_max; `maxshard plans default` shows both forms).
     """
     from .orchestrate import plan as plans
 
