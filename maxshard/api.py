@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .instance import Instance
 from .orchestrate import Options, Plan, Result, Run
-from .orchestrate import load as load_plan
+from .orchestrate.plan import choose
 
 SolveResult = Result  # the name this API gave it first
 
@@ -53,12 +53,8 @@ def solve(
         raise ValueError(f"timeout must be positive, got {timeout}")
     if gap is not None and not 0 <= gap < 1:
         raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
-    if backends and plan is not None:
-        raise ValueError("give backends or a plan, not both")
     start = time.monotonic()
-    chosen = plan if isinstance(plan, Plan) or plan is None else load_plan(plan)
-    if backends:
-        chosen = Plan.of_backends(list(backends), workers or available_cores())
+    chosen = choose(plan, list(backends or []), workers or available_cores())
     options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap)
     run = Run(options, log or (lambda _line: None), start)
     try:

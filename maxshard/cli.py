@@ -85,18 +85,13 @@ def choose_plan(
     """The plan of ``--plan FILE`` or ``-b NAME ...`` (None: the built-in one);
     a UsageError names what is wrong with it, before any solving."""
     from .backend import BackendError, check_names
+    from .orchestrate.plan import choose
 
-    if plan_file is not None and backends:
-        raise UsageError("give --plan or --backend, not both")
     try:
-        if plan_file is not None:
-            return load_plan(plan_file)
-        if backends:
-            check_names(backends)
-            return Plan.of_backends(backends, workers or available_cores())
+        check_names(backends or [])
+        return choose(plan_file, backends, workers or available_cores())
     except (BackendError, PlanError) as exc:
         raise UsageError(str(exc)) from None
-    return None
 
 
 def peak_rss_mb() -> float:

@@ -73,7 +73,12 @@ PLAN_WORKERS = 2
 
 
 def is_plan(name: str) -> bool:
-    return name in PLANS or name.startswith("plan:")
+    return name in PLANS or plan_file(name) is not None
+
+
+def plan_file(name: str) -> str | None:
+    """The file of a ``plan:FILE`` name, else None."""
+    return name.removeprefix("plan:") if name.startswith("plan:") else None
 
 
 def check_backends(names: Iterable[str]) -> None:
@@ -83,8 +88,8 @@ def check_backends(names: Iterable[str]) -> None:
     from .orchestrate import load
 
     for name in names:
-        if name.startswith("plan:"):
-            load(name.removeprefix("plan:"))
+        if (file := plan_file(name)) is not None:
+            load(file)
     check_names([n for n in names if not is_plan(n)])
 
 
@@ -114,8 +119,8 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
         record["presolve_s"] = round(time.monotonic() - start, 3)
         record["variables"] = model.nv
         if is_plan(run.backend):  # the whole plan, its time from before presolve (as `solve`)
-            file = run.backend.removeprefix("plan:") if run.backend.startswith("plan:") else None
-            plan = load_plan(file) if file else None
+            file = plan_file(run.backend)
+            plan = load_plan(file) if file is not None else None
             options = Options(plan, run.backend == "prove", run.seed, PLAN_WORKERS)
             solve = Solve(options, lambda _message: None, start)
         else:  # one backend alone, its time from after presolve

@@ -74,7 +74,8 @@ class StageRun:
         self.shared = Shared(model.nv)
         if best.model_x is not None:
             self.shared.publish(best.model_x)
-        self.provided = [procs.provides(name) for name in plan]
+        offers = {name: procs.provides(name) for name in set(plan)}  # each loaded once
+        self.provided = [offers[name] for name in plan]
         self.running: list[Job] = []
         self.outcome: dict[str, str] = {}
         self.finished = False

@@ -265,6 +265,17 @@ def load(path: str | Path) -> Plan:
     return plan
 
 
+def choose(plan: str | Path | Plan | None, backends: list[str] | None, workers: int) -> Plan | None:
+    """The plan a run is given: a plan or its file, or backends named one by one
+    (:meth:`Plan.of_backends` on ``workers``); None: the built-in one. PlanError
+    when both are given or the file is bad."""
+    if plan is not None and backends:
+        raise PlanError("give a plan (--plan) or backends (-b), not both")
+    if backends:
+        return Plan.of_backends(list(backends), workers)
+    return plan if plan is None or isinstance(plan, Plan) else load(plan)
+
+
 def built_in_text(name: str) -> str:
     """The TOML text of built-in plan ``name`` (default or prove)."""
     if name not in BUILT_IN:
