@@ -40,13 +40,18 @@ def solve(
     gap: float | None = None,
     prove: bool = False,
     plan: str | Path | Plan | None = None,
+    deterministic: bool = False,
+    work: float | None = None,
 ) -> Result:
     """Solve ``problem`` (a file or an :class:`~maxshard.instance.Instance`) within
     ``timeout`` seconds from this call. ``backends``: run these (default: the
     built-in plan, or with ``prove`` the one that closes the gap); ``plan``: a
     plan file (or :class:`~maxshard.orchestrate.Plan`) to run instead; ``gap``:
     stop once the answer is proven within this relative gap (0.01: 1%);
-    ``log``: a callable given each progress line."""
+    ``log``: a callable given each progress line; ``deterministic``: count work
+    instead of reading the clock (the same answer for the same input, seed,
+    workers and ``work``, the budget in work units over all workers; default:
+    0.35 of ``timeout`` per worker), ``timeout`` still holding."""
     from .orchestrate import available_cores, kill_workers
 
     if not timeout > 0:
@@ -55,7 +60,8 @@ def solve(
         raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
     start = time.monotonic()
     chosen = choose(plan, list(backends or []), workers or available_cores())
-    options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap)
+    options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap,
+                      deterministic=deterministic, work=work).budgeted(timeout)  # fmt: skip
     run = Run(options, log or (lambda _line: None), start)
     try:
         run.solve(problem, start + timeout)

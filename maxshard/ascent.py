@@ -40,10 +40,9 @@ interior point solver). It can stall below it: on V at 1,245,926 (LP optimum
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from . import work
 from .bound import Diffusion, floor_bound, slack
 from .model import Model, offsets, penalties, running_sum
 
@@ -86,16 +85,16 @@ class Ascent:
             return None
         unary = self.unary()
         last = self.lp_seconds or 0.05
-        end = min(deadline, time.monotonic() + self.sweep_share * last)
+        end = min(deadline, work.now() + self.sweep_share * last)
         self.diffusion.sweep(unary)
-        while time.monotonic() < end:
+        while work.now() < end:
             self.diffusion.sweep(unary)
         if self.lp is not None:
-            start = time.monotonic()
+            start = work.now()
             allowed = np.inf if self.lp_seconds is None else max(deadline - start, 4 * last)
             theta = self.diffusion.node_costs(self.model.unary.astype(np.float64))
             lam = self.lp.best(theta, allowed)
-            self.lp_seconds = max(0.005, time.monotonic() - start)
+            self.lp_seconds = max(0.005, work.now() - start)
             if lam is not None:
                 self.lam = lam
                 unary = self.unary()
@@ -166,17 +165,24 @@ class MultiplierLP:
         h.addRows(npts, flat, flat, len(index), starts[:-1].astype(np.int32), index, coef)
         self.h = h
         self.cols = np.arange(nval, dtype=np.int32)
+        self.size = nval + 2 * npts + model.nv  # columns and rows: an iteration's work
 
     def best(self, theta: np.ndarray, seconds: float = np.inf) -> np.ndarray | None:
         """The LP's multipliers for value costs ``theta``; None if it failed or
         was cut short after ``seconds`` (a later call goes on from its basis)."""
         import highspy
 
-        # HiGHS counts its time limit over all runs of this object
-        limit = self.h.getRunTime() + max(0.01, seconds)
-        self.h.setOptionValue("time_limit", float(min(limit, 1e30)))
+        if work.deterministic():  # an iteration limit, no timer
+            iterations = min(seconds, 1e4) * work.RATES["lp"] / self.size
+            self.h.setOptionValue("simplex_iteration_limit", max(1, int(iterations)))
+        else:
+            # HiGHS counts its time limit over all runs of this object
+            limit = self.h.getRunTime() + max(0.01, seconds)
+            self.h.setOptionValue("time_limit", float(min(limit, 1e30)))
         self.h.changeColsCost(self.nval, self.cols, theta)
         self.h.run()
+        info = self.h.getInfo()
+        work.count("lp", (info.simplex_iteration_count + info.ipm_iteration_count) * self.size)
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         reduced = np.asarray(self.h.getSolution().col_dual)[self.nval :]

@@ -5,8 +5,9 @@ method::
 
     def solve(self, model, deadline, incumbent, report, seed=0) -> Result
 
-It receives the reduced :class:`~maxshard.model.Model`, a monotonic
-``deadline`` (``time.monotonic()`` seconds) it must respect itself, the best
+It receives the reduced :class:`~maxshard.model.Model`, a ``deadline`` it
+must respect itself (on the clock of :func:`maxshard.work.now`: seconds of
+``time.monotonic()``, or work units in a deterministic run), the best
 known model solution (or None), a ``report`` and a seed. ``report(x)`` hands
 over each improving solution as soon as it has one (anytime backends),
 ``report(lower_bound=b)`` a proven lower bound on the model cost. It returns
@@ -74,11 +75,15 @@ class Capabilities:
     lower_bound: bool  # can prove a lower bound
     #: what it provides to its peers (keys of :data:`PROVIDES`)
     provides: frozenset[str] = frozenset()
+    #: reads the time through :func:`maxshard.work.now` and counts its work with
+    #: :func:`maxshard.work.count`, so it runs the same in a deterministic run
+    deterministic: bool = False
 
     def listed(self) -> list[str]:
         """Its capabilities in words, as ``maxshard backends`` prints them."""
         flags = {"exact": self.exact, "anytime": self.anytime, "memory": self.memory,
-                 "lower_bound": self.lower_bound}  # fmt: skip
+                 "lower_bound": self.lower_bound,
+                 "deterministic": self.deterministic}  # fmt: skip
         return [f for f, on in flags.items() if on] + [
             f"provides {p}" for p in sorted(self.provides)
         ]

@@ -35,11 +35,11 @@ rounded down to an integer, far more than the rounding error of these sums.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 from numba import njit
 
+from . import work
 from .instance import FORBIDDEN
 from .model import Model, offsets
 
@@ -81,10 +81,12 @@ class Diffusion:
             self.phi_row, self.row_base, self.phi_col, self.col_base, self.scratch,
         )  # fmt: skip
         self.forward = not self.forward
+        work.count("sweep", len(self.cost) + len(unary))
 
     def node_costs(self, unary: np.ndarray) -> np.ndarray:
         """``theta_v`` for every value: ``unary`` plus the messages it received."""
         m = self.model
+        work.count("python", len(unary) + len(self.phi_row) + len(self.phi_col))
         out = unary.astype(np.float64, copy=True)
         _gather(m.dom_off, m.edge_u, m.edge_v, self.phi_row, self.row_base,
                 self.phi_col, self.col_base, out)  # fmt: skip
@@ -93,6 +95,7 @@ class Diffusion:
     def edge_minima(self) -> float:
         """``sum_e min theta_e`` for the current messages."""
         m = self.model
+        work.count("sweep", len(self.cost))
         return _edge_minima(m.edge_off, m.dom_size[m.edge_v], self.cost,
                             self.phi_row, self.row_base, self.phi_col, self.col_base)  # fmt: skip
 
@@ -116,7 +119,7 @@ class Diffusion:
         unary = m.unary.astype(np.float64) + (0.0 if pen is None else pen)
         best = self.value(unary)
         for _ in range(sweeps):
-            if time.monotonic() > deadline:
+            if work.now() > deadline:
                 break
             self.sweep(unary)
             best = max(best, self.value(unary))

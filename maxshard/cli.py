@@ -65,6 +65,9 @@ def run_solve(problem: Path, timeout: float, log: Progress, options: Options) ->
     if not timeout > 0:
         raise UsageError(f"timeout must be a positive number of seconds, got {timeout}")
     check_gap(options.gap)
+    if options.work is not None and not options.work > 0:
+        raise UsageError(f"--work must be a positive number of work units, got {options.work}")
+    options = options.budgeted(timeout)
     deadline = deadline_for(timeout)
     # progress and trace times count from the process start, as the budget does
     run = Run(options, log, start=process_start())
@@ -144,7 +147,10 @@ def summary(best: Best | None) -> str:
         parts.append("no bound")
     parts.append(f"status {best.status}")
     if best.gap_reached_at is not None:
-        parts.append(f"within the target gap at {best.gap_reached_at:.1f}s")
+        unit = "s" if best.work is None else " work"
+        parts.append(f"within the target gap at {best.gap_reached_at:.1f}{unit}")
+    if best.work is not None:  # a deterministic run says whether it stayed so
+        parts.append(f"deterministic: {'no, ' + best.cut if best.cut else 'yes'}")
     return "result: " + ", ".join(parts)
 
 
@@ -170,7 +176,10 @@ def solve_cmd(
     out: Annotated[Path | None, typer.Option(help="Write a JSON result here.")] = None,
     seed: Annotated[
         int,
-        typer.Option(help="Seed of the backends' random choices (results still depend on timing)."),
+        typer.Option(
+            help="Seed of the backends' random choices (results also depend on timing, "
+            "unless --deterministic)."
+        ),
     ] = 0,
     backend: Annotated[
         list[str] | None,
@@ -222,14 +231,31 @@ def solve_cmd(
             "(0.01: its cost at most 1% above the proven bound).",
         ),
     ] = None,
+    deterministic: Annotated[
+        bool,
+        typer.Option(
+            "--deterministic",
+            help="Reproducible answers: the backends count work instead of reading "
+            "the clock and share their finds only at barriers, so the answer, bound "
+            "and trace depend only on the input, seed, workers and work budget. "
+            "TIMEOUT still holds: a run it cuts short says so.",
+        ),
+    ] = False,
+    work: Annotated[
+        float | None,
+        typer.Option(
+            help="Work budget of a --deterministic run, in work units over all workers "
+            "(a unit is about a second of one core). Default: 0.35 of TIMEOUT per worker.",
+        ),
+    ] = None,
     solver: SolverOption = None,
 ) -> None:
     """Solve PROBLEM within TIMEOUT seconds; progress on stderr, solution on stdout.
 
     Without -b or --plan, the built-in plan runs: its case is chosen by the
     size of the presolved model (`maxshard plans` prints it; --prove runs the
-    proving plan). A seed changes the backends' random choices; results still
-    depend on timing.
+    proving plan). A seed changes the backends' random choices; results also
+    depend on timing, unless --deterministic.
 
     Every bound printed is proven: no solution costs less. The last progress
     line sums up cost, bound, gap and status (optimal once the bound meets
@@ -240,7 +266,10 @@ def solve_cmd(
         _declare(solver)
         workers = workers or env_workers()
         chosen = choose_plan(plan, backend, workers)
-        options = Options(chosen, prove, seed, workers, gap, presolve)
+        if work is not None and not deterministic:
+            raise UsageError("--work is a budget of a --deterministic run: add --deterministic")
+        options = Options(chosen, prove, seed, workers, gap, presolve, deterministic=deterministic,
+                          work=work)  # fmt: skip
         run = run_solve(problem, timeout, log, options)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
@@ -719,6 +748,7 @@ def version_cmd() -> None:
 
 
 IOPDDL_USAGE = """usage: iopddl PROBLEM TIMEOUT_SECONDS [--gap G] [--prove] [--plan FILE]
+                                      [--deterministic] [--work W]
 
 Contest interface: solve PROBLEM (.json or .json.gz) within TIMEOUT_SECONDS.
 Progress lines start with '#'; the last line is the solution [s0, s1, ...],
@@ -728,7 +758,10 @@ It runs one backend per available core; MAXSHARD_WORKERS=N sets the number.
   --gap G   stop as soon as the answer is proven within relative gap G
             (0.01 = 1%); the line before the solution says what was proven
   --prove   the plan that closes the gap (see maxshard plans)
-  --plan F  run the plan in file F (see maxshard plans --help)"""
+  --plan F  run the plan in file F (see maxshard plans --help)
+  --deterministic  the same answer every time for the same input, seed and
+            workers: work is counted, not timed (see maxshard solve --help)
+  --work W  the work budget of a deterministic run (units, all workers)"""
 
 
 def iopddl(args: list[str]) -> None:
@@ -738,10 +771,19 @@ def iopddl(args: list[str]) -> None:
         print(IOPDDL_USAGE)
         return
     gap, prove, plan_file, rest = None, False, None, []
+    deterministic, work = False, None
     it = iter(args)
     for arg in it:
         if arg == "--prove":
             prove = True
+        elif arg == "--deterministic":
+            deterministic = True
+        elif arg == "--work" or arg.startswith("--work="):
+            value = arg.partition("=")[2] if "=" in arg else next(it, None)
+            try:
+                work = float(value)
+            except (TypeError, ValueError):
+                _fail(f"--work needs a number of work units, got {value!r}")
         elif arg == "--plan" or arg.startswith("--plan="):
             value = arg.partition("=")[2] if "=" in arg else next(it, None)
             if not value:
@@ -764,11 +806,14 @@ def iopddl(args: list[str]) -> None:
     log = Progress(sys.stdout.fileno(), live=False)  # harnesses read stdout as plain lines
     try:
         workers = env_workers()
-        options = Options(choose_plan(plan_file, None, workers), prove, 0, workers, gap)
+        if work is not None and not deterministic:
+            raise UsageError("--work is a budget of a --deterministic run: add --deterministic")
+        options = Options(choose_plan(plan_file, None, workers), prove, 0, workers, gap,
+                          deterministic=deterministic, work=work)  # fmt: skip
         run = run_solve(Path(rest[0]), timeout, log, options)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
-    if gap is not None or prove:
+    if gap is not None or prove or deterministic:
         log(summary(run.best))
     write_line(sys.stdout.fileno(), solution_line(run.result().solution))
     kill_workers()

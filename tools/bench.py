@@ -17,6 +17,7 @@ of the budget (``score_10`` ..., read from the run's trace).
     python tools/bench.py -b local --no-presolve  # one backend, on the raw instance
     python tools/bench.py --prove               # the proving plan (maxshard solve --prove)
     python tools/bench.py --plan mine.toml      # a plan file (maxshard solve --plan)
+    python tools/bench.py --deterministic       # work-counted runs (maxshard solve --deterministic)
 
 A tiled row ``Nx2`` is benchmark N laid twice in time, joined by zero-cost
 edges (about 80,000 nodes): its reference is twice N's best known cost, its
@@ -54,6 +55,7 @@ def run_one(
     quiet: bool = True,
     prove: bool = False,
     plan: Path | None = None,
+    deterministic: bool = False,
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
@@ -67,6 +69,8 @@ def run_one(
             cmd.append("--prove")
         if plan is not None:
             cmd += ["--plan", str(plan)]
+        if deterministic:
+            cmd.append("--deterministic")
         start = time.monotonic()
         # stderr to a file: a long progress log would fill a pipe read after stdout
         with (Path(tmp) / "stderr").open("w+b") as err:
@@ -88,6 +92,8 @@ def run_one(
         "lower_bound": result.get("lower_bound"),
         "method": result.get("method"),
         "trace": result.get("trace") or [],
+        "deterministic": result.get("deterministic"),
+        "fingerprint": result.get("fingerprint"),
     }
 
 
@@ -189,6 +195,9 @@ def main() -> None:
     )
     ap.add_argument("--prove", action="store_true", help="run maxshard solve --prove")
     ap.add_argument("--plan", type=Path, help="run maxshard solve --plan PLAN")
+    ap.add_argument(
+        "--deterministic", action="store_true", help="run maxshard solve --deterministic"
+    )
     ap.add_argument("--bench-dir", type=Path, default=BENCH)
     ap.add_argument("--out", type=Path, help="also write the rows as CSV here")
     ap.add_argument(
@@ -223,6 +232,7 @@ def main() -> None:
             quiet=not args.logs,
             prove=args.prove,
             plan=args.plan,
+            deterministic=args.deterministic,
         )
         name = r["benchmark"].rsplit("-", 1)[-1]
         if args.logs:
@@ -260,6 +270,10 @@ def main() -> None:
                 **{f"score_{k}": score_at(run["trace"], best, k / 100 * limit) for k in CURVE},
             )
         row["late"] = "LATE" if run["wall"] > limit else ""
+        if args.deterministic:  # its trace is in work units: no curve in seconds
+            row.update(deterministic=run["deterministic"], fingerprint=run["fingerprint"])
+            row.update({k: None for k in ("met_published", "time_to_best")})
+            row.update({f"score_{k}": None for k in CURVE})
         table.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
@@ -278,7 +292,7 @@ def main() -> None:
         "rss_mb",
         "valid",
         "late",
-    ]
+    ] + (["deterministic", "fingerprint"] if args.deterministic else [])
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for row in table:

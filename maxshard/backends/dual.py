@@ -10,10 +10,9 @@ it in a later stage of a plan starts where it stopped.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from .. import work
 from ..ascent import Ascent
 from ..backend import Capabilities, Report, Result, Status, context
 from ..model import Model
@@ -22,8 +21,9 @@ from ..model import Model
 class Dual:
     name = "dual"
     capabilities = Capabilities(
-        exact=False, anytime=False, memory=True, lower_bound=True, provides=frozenset({"ascent"})
-    )
+        exact=False, anytime=False, memory=True, lower_bound=True,
+        provides=frozenset({"ascent"}), deterministic=True,
+    )  # fmt: skip
 
     #: seconds between two hand-overs of the state (S's messages: 2.4 MB)
     share_every = 5.0
@@ -45,16 +45,16 @@ class Dual:
             ascent.restore(warm)
         target = None if incumbent is None else model.cost(incumbent)
         best: int | None = None
-        shared = time.monotonic()
-        while time.monotonic() < deadline and not ascent.converged:
+        shared = work.now()
+        while work.now() < deadline and not ascent.converged:
             bound = ascent.step(deadline)
             if bound is not None and (best is None or bound > best):
                 best = bound
                 report(lower_bound=bound)
                 if target is not None and bound >= target:
                     break  # the incumbent is optimal: nothing left to prove
-            if time.monotonic() - shared >= self.share_every:
+            if work.now() - shared >= self.share_every:
                 ctx.hand_over(ascent.state())
-                shared = time.monotonic()
+                shared = work.now()
         ctx.hand_over(ascent.state())
         return Result(Status.UNKNOWN, None, best)

@@ -60,11 +60,11 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 
+from .. import work
 from ..ascent import Ascent
 from ..backend import Capabilities, Report, Result, Status, context
 from ..bound import Diffusion, floor_bound, slack
@@ -80,7 +80,9 @@ DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 class Lagrange:
     name = "lagrange"
-    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=True)
+    capabilities = Capabilities(
+        exact=False, anytime=True, memory=True, lower_bound=True, deterministic=True
+    )
 
     #: toulbar2 CPU seconds per relaxed solve at the start (doubled while it finds nothing)
     relax_seconds = 3
@@ -157,9 +159,9 @@ class Lagrange:
 
         # a short run dives all the way (a copy restarted at the switch too, from
         # the leader's prices), a long one first, unless it has the leader's prices
-        left = deadline - time.monotonic()
+        left = deadline - work.now()
         if isinstance(prices, Multipliers) and (left <= self.dive_all or warm is None):
-            end = deadline if left <= self.dive_all else time.monotonic() + self.dive_max
+            end = deadline if left <= self.dive_all else work.now() + self.dive_max
             best_x, best_cost = self.dive(model, prices, search, best_x, end, report, improve_bound)
             if best_bound is not None and best_bound >= best_cost:
                 return Result(Status.OPTIMAL, best_x, best_bound)
@@ -167,13 +169,13 @@ class Lagrange:
         seconds = self.relax_seconds
         rounds = 0
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
-        while time.monotonic() + seconds + 1 < deadline:
+        while work.now() + seconds + 1 < deadline:
             rounds += 1
             raw = prices.penalties()
             # longer while it finds nothing (see toulbar2.run), not past the deadline
-            grace = max(0, min(seconds, math.floor(deadline - time.monotonic()) - seconds - 1))
+            grace = max(0, min(seconds, math.floor(deadline - work.now()) - seconds - 1))
             x_r, relaxed = solve_penalised(model, whole(raw), seconds, seed + rounds, light, grace)
-            end = min(deadline, time.monotonic() + self.bound_seconds)
+            end = min(deadline, work.now() + self.bound_seconds)
             if improve_bound(prices.bound(raw, relaxed, end)):
                 return Result(Status.OPTIMAL, best_x, best_cost)
             if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
@@ -194,7 +196,7 @@ class Lagrange:
             if DEBUG:
                 excess = model.load(x_r) - model.limit
                 print(
-                    f"round {rounds} t={time.monotonic():.1f} cost_r={model.cost(x_r):.4g} "
+                    f"round {rounds} t={work.now():.1f} cost_r={model.cost(x_r):.4g} "
                     f"over={int((excess > 0).sum())} maxover={excess.max():.3g} "
                     f"best={best_cost:.4g}",
                     file=sys.stderr,
@@ -217,8 +219,8 @@ class Lagrange:
         ctx = context(report)
         best_cost = model.cost(best_x)
         rounding = Rounding(model, prices.diffusion, int(search.rng.integers(2**31)))
-        shared = time.monotonic()
-        while time.monotonic() < end:
+        shared = work.now()
+        while work.now() < end:
             x_r, value = rounding.solve(prices.penalties())
             if value is not None:
                 bound = floor_bound(model, value, slack(model, prices.lam))
@@ -227,16 +229,16 @@ class Lagrange:
                     break
             search.reset(x_r)
             # a far-off relaxed solution is not worth a long repair: the next round is near
-            if search.repair(min(end, time.monotonic() + self.dive_repair_seconds)):
+            if search.repair(min(end, work.now() + self.dive_repair_seconds)):
                 search.descend(end)
                 cost = model.cost(search.x)
                 if cost < best_cost and not model.forbidden(search.x):
                     best_x, best_cost = search.x.copy(), cost
                     report(best_x)
             prices.update(x_r, best_cost)
-            if time.monotonic() > shared + 1:  # for a copy restarted at the switch
+            if work.now() > shared + 1:  # for a copy restarted at the switch
                 ctx.hand_over(prices.state())
-                shared = time.monotonic()
+                shared = work.now()
         ctx.hand_over(prices.state())
         return best_x, best_cost
 
@@ -253,7 +255,7 @@ class Lagrange:
         first and for twice the time)."""
         found = []
         search.reset(x_r)
-        if search.repair(min(deadline, time.monotonic() + self.repair_seconds)):
+        if search.repair(min(deadline, work.now() + self.repair_seconds)):
             search.descend(deadline)
             found.append(search.x.copy())
         search.reset(best_x)
@@ -263,7 +265,7 @@ class Lagrange:
         search.reset(min([best_x, *found], key=search.model.cost))
         # its finds reach the caller as the last candidate, in order with the others
         seconds = self.polish_seconds * (2 if self.exchanges else 1)
-        end = min(deadline, time.monotonic() + seconds)
+        end = min(deadline, work.now() + seconds)
         search.iterate(end, lambda _x: None, exchange_every=3.0 if self.exchanges else math.inf)
         found.append(search.x.copy())
         return found
@@ -279,7 +281,9 @@ class TermLagrange(Lagrange):
     """
 
     name = "lagrange-terms"
-    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=True)
+    capabilities = Capabilities(
+        exact=False, anytime=True, memory=True, lower_bound=True, deterministic=True
+    )
     relax_seconds = 6
     exchanges = True
 
@@ -501,7 +505,7 @@ def _ascent_state(ascent: Ascent | None) -> dict:
 def _climb(ascent: Ascent, end: float) -> int | None:
     """The best bound of the ascent's steps until ``end`` (at least one)."""
     found = [ascent.step(end)]
-    while time.monotonic() < end and not ascent.converged:
+    while work.now() < end and not ascent.converged:
         found.append(ascent.step(end))
     return max((b for b in found if b is not None), default=None)
 

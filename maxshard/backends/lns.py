@@ -39,10 +39,10 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
+from .. import work
 from ..backend import Capabilities, Report, Result, Status, context
 from ..instance import FORBIDDEN
 from ..knapsack import merge_terms
@@ -57,7 +57,9 @@ DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 class LNS:
     name = "lns"
-    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
+    capabilities = Capabilities(
+        exact=False, anytime=True, memory=True, lower_bound=False, deterministic=True
+    )
 
     #: variables freed by an exact move at the start; adapted between ``smallest`` and ``largest``
     size, smallest, largest = 30, 8, 2000
@@ -94,11 +96,11 @@ class LNS:
         price = Price(model, cost) if binds else None
         self._size = self.size
         stats: list = []
-        while time.monotonic() + 1.5 < deadline:
+        while work.now() + 1.5 < deadline:
             other = context(report).best()
             if other is not None and (theirs := model.cost(other)) < cost:
                 x, cost, load = other.copy(), theirs, model.load(other)
-            started = time.monotonic()
+            started = work.now()
             if search is not None and price is not None and rng.random() < self.priced_share:
                 free = graph.walk(rng, int(self.priced_size * 2 ** rng.uniform(-1, 1)))
                 lam, step = price.draw(rng)
@@ -110,7 +112,7 @@ class LNS:
             new = model.cost(trial) if trial is not None else cost
             better = new < cost and model.fits(trial)  # (forbidden picks: priced in the cost)
             if DEBUG:
-                stats.append((step is not None, len(free), time.monotonic() - started, better))
+                stats.append((step is not None, len(free), work.now() - started, better))
             if better:
                 if step is not None and price is not None:
                     price.learn(step, cost - new)
@@ -146,9 +148,9 @@ class LNS:
             free = graph.walk(rng, size)
         else:
             free = graph.window(rng, load, size)
-        started = time.monotonic()
+        started = work.now()
         y = improve(model, graph, x, load, free, int(rng.integers(2**31)), deadline)
-        took = time.monotonic() - started
+        took = work.now() - started
         if took >= 0.9:
             self._size = max(self.smallest, size * 3 // 4)
         elif took < self.quick:
@@ -348,7 +350,7 @@ def improve(
     # Knapsacks come lazily: the tightest first, then any the answer overflows.
     rows = room.tightest(TIGHTEST) if room is not None else np.zeros(0, dtype=np.int64)
     for _ in range(LAZY_ROUNDS):
-        if time.monotonic() + 1 > deadline:
+        if work.now() + 1 > deadline:
             return None
         try:
             cfn = hood.cfn(hood.current, seed)
@@ -383,7 +385,7 @@ def priced(
     It may cost more than ``x``: the caller decides."""
     from pytoulbar2.pytb2 import Contradiction
 
-    if time.monotonic() + 1 > deadline:
+    if work.now() + 1 > deadline:
         return None
     hood = Neighbourhood(model, graph, x, free)
     current = hood.current + int(pen[model.dom_off[free] + x[free]].sum())
@@ -399,7 +401,7 @@ def priced(
     trial = x.copy()
     trial[free] = y
     search.reset(trial)
-    if not search.repair(min(deadline, time.monotonic() + 2.0)):
+    if not search.repair(min(deadline, work.now() + 2.0)):
         return None
     changed = np.flatnonzero(search.x != x)
     if not len(changed):  # the repair took back every change

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import work
 from ..backend import Capabilities, Report, Result, Status, context
 from ..model import Model
 from . import local_kernels as kernels
@@ -35,7 +36,9 @@ from . import local_kernels as kernels
 
 class LocalSearch:
     name = "local"
-    capabilities = Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
+    capabilities = Capabilities(
+        exact=False, anytime=True, memory=True, lower_bound=False, deterministic=True
+    )
 
     def solve(
         self,
@@ -85,8 +88,20 @@ class Search:
         self._queued = np.zeros(nv, dtype=bool)
         self._log = np.zeros(2 * (4 * nv + 16), dtype=np.int64)
         self._stamp = np.zeros(nv + 1, dtype=np.int64)
+        # entries of one pass over the model in numpy (a cost, a load): counted as work
+        self._pass = nv + int(model.dom_off[-1]) + len(model.edge_cost) // 8 + len(model.base)
+        self._counted = 0
+
+    def count(self, passes: int = 0) -> None:
+        """Count the kernels' work since the last call, and ``passes`` numpy passes."""
+        done = int(self.g.work[0])
+        work.count("local", done - self._counted)
+        self._counted = done
+        if passes:
+            work.count("python", passes * self._pass)
 
     def reset(self, x: np.ndarray) -> bool:
+        self.count(1)
         self.x = np.array(x, dtype=np.int64)
         self.ld = kernels.new_load(self.model.load(self.x))
         return self.feasible()
@@ -115,12 +130,14 @@ class Search:
     def options(self, v: int) -> tuple[np.ndarray, np.ndarray]:
         """Cost of each value of ``v`` given its neighbours, and which values fit in memory."""
         d = kernels.options(self.g, int(v), self.x, self.ld, self._cost, self._ok)
+        self.count()
         return self._cost[:d].copy(), self._ok[:d].copy()
 
     def repair_move(self, p: int) -> tuple[int, int]:
         """The usage-saving change at point ``p`` that the repair makes next
         (see :func:`.local_kernels.repair_move`); (-1, -1) if there is none."""
         v, value = kernels.repair_move(self.g, p, self.x, self.ld, self._cost, self._ok)
+        self.count()
         return int(v), int(value)
 
     def move(self, v: int, value: int) -> None:
@@ -135,7 +152,7 @@ class Search:
             p, level = self.peak()
             if p < 0 or level <= self.limit:
                 return True
-            if time.monotonic() > deadline:
+            if work.now() > deadline:
                 return False
             v, value = self.repair_move(p)
             if v < 0:
@@ -151,11 +168,12 @@ class Search:
         self._queued[:] = False
         self._queued[order] = True
         gain = 0.0
-        while n and time.monotonic() < deadline:
+        while n and work.now() < deadline:
             step, n, _ = kernels.descend(
                 self.g, self.x, self.ld, self._stack, n, self._queued, 4096,
                 self._cost, self._ok, self._log, -1,
             )  # fmt: skip
+            self.count()
             gain += step
         self._queued[:] = False
         return gain
@@ -165,12 +183,13 @@ class Search:
         variables in random order, in chunks so that the deadline is kept."""
         order = self.rng.permutation(self.model.nv)
         for start in range(0, len(order), 256):
-            if time.monotonic() >= deadline:
+            if work.now() >= deadline:
                 return
             kernels.exchanges(
                 self.g, self.x, self.ld, order[start : start + 256], tries,
                 self._stack, self._queued, self._cost, self._ok, self._log,
             )  # fmt: skip
+            self.count()
 
     def iterate(
         self,
@@ -195,12 +214,12 @@ class Search:
         """
         best_cost = self.model.cost(self.x)
         saved = self._save()
-        last_report = time.monotonic()
+        last_report = work.now()
         next_exchange = last_report if exchange_every < math.inf else math.inf  # first pass now
         pending = False
         batch = 8
         next_adopt = last_report + 1.0 if adopt else math.inf
-        while (now := time.monotonic()) < deadline:
+        while (now := work.now()) < deadline:
             if now >= next_adopt:
                 next_adopt = now + 1.0
                 other = adopt()
@@ -211,23 +230,25 @@ class Search:
                     saved = self._save()
             if now >= next_exchange:
                 self.exchanges(deadline)
-                next_exchange = time.monotonic() + exchange_every
+                next_exchange = work.now() + exchange_every
             else:
                 kernels.iterate(
                     self.g, self.x, self.ld, batch, self._stack, self._queued,
                     self._cost, self._ok, self._log, self._stamp,
                 )  # fmt: skip
-                took = time.monotonic() - now
+                self.count()
+                took = work.now() - now
                 batch = max(1, min(batch * 2, int(batch * 0.02 / max(took, 1e-6)) + 1))
             cost = self.model.cost(self.x)
+            self.count(1)
             if cost < best_cost:
                 best_cost, pending = cost, True
                 saved = self._save()
             elif cost > best_cost:
                 self._restore(saved)
-            if pending and time.monotonic() - last_report > report_every:
+            if pending and work.now() - last_report > report_every:
                 report(self.x.copy())
-                pending, last_report = False, time.monotonic()
+                pending, last_report = False, work.now()
         if pending:
             report(self.x.copy())
 

@@ -46,6 +46,9 @@ class Graph(NamedTuple):
     term_use: np.ndarray  # int64 per term: start of its usages (one per value)
     usage: np.ndarray  # int64
     limit: int
+    #: int64[1]: table entries and points read so far (the work counted in a
+    #: deterministic run, :mod:`maxshard.work`)
+    work: np.ndarray
 
 
 def graph(model: Model, limit: int) -> Graph:
@@ -70,6 +73,7 @@ def graph(model: Model, limit: int) -> Graph:
         term_use=model.term_off[:-1][terms].astype(np.int64),
         usage=model.term_usage.astype(np.int64),
         limit=int(limit),
+        work=np.zeros(1, dtype=np.int64),
     )
 
 
@@ -183,6 +187,7 @@ def value_costs(g, v, x, cost):
     neighbours; returns ``d``."""
     a0 = g.dom_off[v]
     d = g.dom_off[v + 1] - a0
+    g.work[0] += d * (1 + g.adj_off[v + 1] - g.adj_off[v])
     for a in range(d):
         cost[a] = g.unary[a0 + a]
     for j in range(g.adj_off[v], g.adj_off[v + 1]):
@@ -201,6 +206,7 @@ def value_fits(g, v, x, ld, ok, d, decrease_ok):
     for a in range(d):
         ok[a] = True
     xv = x[v]
+    g.work[0] += (g.term_off[v + 1] - g.term_off[v]) * (d + 2 * BLOCK)
     for k in range(g.term_off[v], g.term_off[v + 1]):
         lo, hi = g.term_lo[k], g.term_hi[k]
         if hi <= lo:
@@ -229,6 +235,7 @@ def repair_move(g, p, x, ld, cost, ok):
     per unit saved, among the changes that add usage to no point already at
     (or that would go over) the limit. Returns (variable, value), or (-1, -1)."""
     best_ratio, best_v, best_a = np.inf, -1, -1
+    g.work[0] += len(g.term_lo)
     for v in range(len(x)):
         covering = -1
         for k in range(g.term_off[v], g.term_off[v + 1]):

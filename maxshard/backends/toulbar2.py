@@ -33,6 +33,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .. import work
 from ..backend import Capabilities, Report, Result, Status, context
 from ..instance import FORBIDDEN
 from ..knapsack import binding_knapsacks
@@ -42,7 +43,9 @@ from ..output import stdout_to
 
 class Toulbar2:
     name = "toulbar2"
-    capabilities = Capabilities(exact=True, anytime=True, memory=True, lower_bound=True)
+    capabilities = Capabilities(
+        exact=True, anytime=True, memory=True, lower_bound=True, deterministic=True
+    )
 
     #: virtual arc consistency in preprocessing (toulbar2's ``vac=1``, as in the
     #: contest winner's exact pass). Measured on V (one run each, the other core
@@ -89,7 +92,7 @@ class Toulbar2:
                 cfn = build(model, model.unary, seed, ub, memory=True, vac=self.vac)
             except Contradiction:  # posting already proves: nothing below the bound fits
                 return proved(model, best)
-            seconds = math.floor(deadline - time.monotonic())
+            seconds = math.floor(deadline - work.now())
             if seconds < 1:
                 break
             solved, x = run(cfn, model.nv, seconds, report, quiet=self.restart_quiet)
@@ -146,6 +149,8 @@ def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.nda
     """Variables of the given domain sizes, their unary costs (int arrays) and
     binary tables ``(i, j, table)``, forbidden costs hard."""
     wcsp = cfn.CFN.wcsp
+    cfn.values = sum(sizes)  # see _solve
+    work.count("tb2-entry", cfn.values + sum(t.size for _, _, t in binary))
     for i, size in enumerate(sizes):
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
     for i, costs in enumerate(unary):
@@ -158,8 +163,34 @@ def solve_quietly(cfn, seconds: int) -> np.ndarray | None:
     """A short solve, its output thrown away: the best assignment found, or None.
     (:func:`run` is the long, watched and streamed kind.)"""
     with stdout_to():
-        result = cfn.Solve(timeLimit=seconds)
+        result = _solve(cfn, seconds)
     return np.asarray(result[0], dtype=np.int64) if result else None
+
+
+#: toulbar2's backtrack limit when none is set (its default)
+NO_LIMIT = 2**63 - 1
+
+
+def _solve(cfn, seconds: int, **options):
+    """``cfn.Solve`` for ``seconds`` of CPU time, or in a deterministic run for
+    that many work units' worth of backtracks (no timer: the search is the same
+    on any machine); a short solve's nodes and backtracks are counted as work,
+    a long one is charged its limit up front (:func:`maxshard.work.reserved`).
+    (toulbar2's options are process-wide: the limit is set before every solve.)"""
+    if not work.deterministic():
+        cfn.Option.backtrackLimit = NO_LIMIT
+        return cfn.Solve(timeLimit=seconds, **options)
+    # a search node costs about a pass over the problem's values (measured on
+    # lns's neighbourhoods of S, M and N: docs/determinism.md)
+    values = max(1, getattr(cfn, "values", 1))
+    cfn.Option.backtrackLimit = max(1, int(seconds * work.RATES["tb2-node"] / (3 * values)))
+    if seconds >= work.RESERVE_MIN:  # a long solve: charged its limit, announced
+        with work.reserved(seconds):
+            return cfn.Solve(**options)
+    try:
+        return cfn.Solve(**options)
+    finally:
+        work.count("tb2-node", (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * values)
 
 
 def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0):
@@ -174,6 +205,7 @@ def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: 
     if memory and model.limit is not None:
         for scope, params in knapsacks(model):
             wcsp.postKnapsackConstraint(scope, params, False, True)
+            work.count("tb2-entry", len(params) // 4)  # about its nonzero usages
     return cfn
 
 
@@ -228,8 +260,10 @@ def run(
     Returns (proved: toulbar2 finished its search, best solution or None). A
     finished search with no solution proves there is none below the initial bound.
     """
-    if threading.current_thread() is not threading.main_thread():
-        grace, quiet = 0, None  # the stray-signal guard below needs the main thread
+    if threading.current_thread() is not threading.main_thread() or work.deterministic():
+        # the stray-signal guard below needs the main thread; a deterministic
+        # search has no clock to watch (its limit counts backtracks)
+        grace, quiet = 0, None
     watched = bool(grace) or quiet is not None
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
@@ -256,7 +290,7 @@ def run(
         with stdout_to(write_fd):
             os.close(write_fd)  # fd 1 is now the pipe's only write end
             try:
-                result = cfn.Solve(showSolutions=1, timeLimit=seconds + grace)
+                result = _solve(cfn, seconds + grace, showSolutions=1)
             finally:
                 if watched:  # the reader may stop a search that just ended: ignore that signal
                     signal.signal(signal.SIGVTALRM, signal.SIG_IGN)

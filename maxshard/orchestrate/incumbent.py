@@ -40,9 +40,20 @@ class Best:
     target_gap: float | None = None
     #: seconds since start when the target gap was reached
     gap_reached_at: float | None = None
+    #: a deterministic run's work so far (units): its trace and proofs are
+    #: stamped with it instead of seconds; None in a normal run
+    work: float | None = None
+    #: why a deterministic run was not deterministic after all (cut short by the clock)
+    cut: str | None = None
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.start
+        """Seconds since start, or the work so far in a deterministic run."""
+        return time.monotonic() - self.start if self.work is None else self.work
+
+    def cut_short(self, why: str) -> None:
+        if self.cut is None:
+            self.cut = why
+            self.log(f"not deterministic: {why}")
 
     def _record(self) -> None:
         cost = self.evaluation.cost if self.evaluation is not None else None
@@ -126,7 +137,8 @@ class Best:
             parts.append(f"({ev.forbidden} forbidden picks)")
         if self.lower_bound is not None:
             parts.append(f"bound {self.lower_bound} gap {100 * (self.gap() or 0.0):.3f}%")
-        parts.append(f"by {self.method} at {self.elapsed():.1f}s")
+        unit = "s" if self.work is None else " work"
+        parts.append(f"by {self.method} at {self.elapsed():.1f}{unit}")
         if event:
             parts.append(f"[{event}]")
         return " ".join(parts)

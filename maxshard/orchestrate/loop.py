@@ -4,10 +4,19 @@
 (:class:`StageRun`, one method per message kind), switches the workers behind
 to the leader's backend at the stage's switch moment, and stops at the
 stage's deadline, at a proof, or once the target gap is reached.
+
+In a deterministic run (``span`` given: the stage's start and end in work
+units) the same happens by work instead of seconds (:meth:`StageRun.run_by_work`):
+the workers' reports are kept until every worker has reached the next
+barrier, then taken in a fixed order (their work stamp, then the worker's
+place), and only then does the parent answer with the merged best, switch,
+start a queued backend or stop. What the run does is then a function of what
+the workers compute, never of when their messages arrive.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from multiprocessing.connection import wait
 
@@ -31,6 +40,7 @@ def run_backends(
     workers: int | None = None,
     switch: float | None = None,
     carry: dict[str, object] | None = None,
+    span: tuple[float, float, float] | None = None,
 ) -> dict[str, str]:
     """Run the backends of ``plan`` (up to ``workers`` at a time, the rest as
     workers free up) until the deadline.
@@ -43,6 +53,10 @@ def run_backends(
     of the next stage goes on where this one stopped. Returns each backend's
     final status (or its error). Stops early when a backend proves optimality
     or infeasibility, or once the answer is proven within ``best.target_gap``.
+
+    ``span=(start, end, epoch)`` runs the stage deterministically, from
+    ``start`` to ``end`` work units with a barrier every ``epoch`` units;
+    ``deadline`` is then only the clock's safety net.
     """
     if model.nv == 0:  # presolve fixed every node: nothing left to search
         x = np.zeros(0, dtype=np.int64)
@@ -53,6 +67,8 @@ def run_backends(
             best.proved("optimal")
         return {name: "not needed" for name in plan}
     stage = StageRun(model, best, plan, seed, carry)
+    if span is not None:
+        return stage.run_by_work(span, deadline, workers or procs.available_cores(), switch)
     return stage.run(deadline, workers or procs.available_cores(), switch)
 
 
@@ -74,12 +90,15 @@ class StageRun:
         self.shared = Shared(model.nv)
         if best.model_x is not None:
             self.shared.publish(best.model_x)
-        offers = {name: procs.provides(name) for name in set(plan)}  # each loaded once
-        self.provided = [offers[name] for name in plan]
+        self.caps = {name: procs.capabilities(name) for name in set(plan)}  # each loaded once
+        self.provided = [self.caps[name].provides for name in plan]
         self.running: list[Job] = []
         self.outcome: dict[str, str] = {}
         self.finished = False
         self.before_switch = False  # each worker's best is noted until the switch
+        # deterministic runs: reports held until the next barrier, with their order key
+        self.pending: list[tuple[float, int, int, str, Job, tuple]] = []
+        self.by_work = False
 
     def peers(self, k: int) -> frozenset[str]:
         """What the workers of this stage other than the ``k``-th provide."""
@@ -135,34 +154,45 @@ class StageRun:
         except (EOFError, OSError):
             self.on_closed(job)
             return
+        kind = msg[0] if isinstance(msg, tuple) and msg else None
         handler = {
             "solution": self.on_solution,
             "bound": self.on_bound,
             "state": self.on_state,
             "error": self.on_error,
             "done": self.on_done,
-        }.get(msg[0] if isinstance(msg, tuple) and msg else None)
+            "epoch": self.on_epoch,
+            "busy": self.on_busy,
+        }.get(kind)
         if handler is None:
             self.best.log(f"backend {job.name} sent a message that means nothing; ignored")
             return
+        if self.by_work and kind in ("solution", "bound", "done"):
+            self.hold(job, kind, msg[1:])
+        else:
+            self.dispatch(job, handler, kind, msg[1:])
+
+    def dispatch(self, job: Job, handler, kind: str, args: tuple) -> None:
         try:
-            handler(job, *msg[1:])
+            handler(job, *args)
         except (TypeError, ValueError, IndexError) as exc:
-            self.best.log(
-                f"backend {job.name} sent a malformed {msg[0]!r} message ({exc}); ignored"
-            )
+            self.best.log(f"backend {job.name} sent a malformed {kind!r} message ({exc}); ignored")
 
     def on_closed(self, job: Job) -> None:
         if not job.answered:  # died without a word: say so
             self.best.log(f"backend {job.name} crashed (its process ended without a result)")
         self.outcome.setdefault(job.name, "crashed")
-        self.running.remove(job)
+        job.finished = True
+        if self.by_work:  # kept among the stage's workers, no longer listened to
+            job.conn.close()
+        else:
+            self.running.remove(job)
 
-    def on_solution(self, job: Job, x: np.ndarray) -> None:
+    def on_solution(self, job: Job, x: np.ndarray, at: float | None = None) -> None:
         self.offer(job, x)
         self.finished = self.finished or self.best.done()
 
-    def on_bound(self, job: Job, value: int) -> None:
+    def on_bound(self, job: Job, value: int, at: float | None = None) -> None:
         if not self.proofs_hold:
             return  # a bound on this model's scale says nothing of the instance's
         self.best.bound(int(value), job.name)
@@ -176,11 +206,13 @@ class StageRun:
             self.carry[job.name] = state
 
     def on_error(self, job: Job, detail: str) -> None:
-        job.answered = True
+        job.answered = job.finished = True
         self.outcome[job.name] = f"error: {detail}"
         self.best.log(f"backend {job.name} failed: {detail}")
 
-    def on_done(self, job: Job, status: str, x: np.ndarray | None, bound: int | None) -> None:
+    def on_done(
+        self, job: Job, status: str, x: np.ndarray | None, bound: int | None, at: float = 0.0
+    ) -> None:
         job.answered = True
         best = self.best
         if not self.model.exact_memory:  # proofs about the scaled model only
@@ -215,25 +247,154 @@ class StageRun:
         if self.best.offer(self.model.reconstruct(x), job.name, x):
             self.shared.publish(x)
 
+    # -- deterministic stages ------------------------------------------------------
+
+    def run_by_work(
+        self, span: tuple[float, float, float], deadline: float, workers: int,
+        switch: float | None,
+    ) -> dict[str, str]:  # fmt: skip
+        """The stage from ``span[0]`` to ``span[1]`` work units, a barrier every
+        ``span[2]``: each worker stops at its work budget; the parent merges at
+        each barrier once every worker still going has reached it. ``deadline``
+        (seconds) is the clock's safety net: reached first, the stage takes what
+        it has and the run says it was cut short."""
+        start, self.end, self.epoch = span
+        self.by_work, self.workers = True, workers
+        self.k = int(start / self.epoch + 1e-9)  # the last barrier merged
+        self.queue = list(enumerate(self.plan))
+        self.switch_at = start + switch * (self.end - start) if switch else None
+        self.before_switch = self.switch_at is not None
+        self.sent = self.best.model_x  # the merged best the workers have
+        for name in sorted(n for n, caps in self.caps.items() if not caps.deterministic):
+            self.best.cut_short(f"backend {name} does not count its work")
+        self.launch(start)
+        why = "stopped at its work budget"
+        try:
+            while not self.finished:
+                if all(self.passed(j, self.k + 1) for j in self.running):
+                    if not self.merge():
+                        break
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.take_pending()
+                    why = "stopped by the clock"
+                    self.best.cut_short(f"the clock ran out at work {self.best.work:.2f}")
+                    break
+                listening = {j.conn: j for j in self.running if not j.conn.closed}
+                for conn in wait(list(listening), timeout=remaining):
+                    self.receive(listening[conn])
+        finally:
+            if self.finished:
+                proved = self.best.status in ("optimal", "infeasible")
+                why = "stopped: " + ("proved" if proved else "gap reached")
+            for job in self.running:
+                if not job.finished:
+                    self.outcome.setdefault(job.name, why)
+            procs.kill_workers()
+        return self.outcome
+
+    def passed(self, job: Job, k: int) -> bool:
+        """Whether ``job`` is past barrier ``k``: there, ended, or in a call
+        charged beyond it (it reports nothing before then)."""
+        return job.finished or job.arrived >= k or job.busy_until > k * self.epoch
+
+    def launch(self, at: float) -> None:
+        """Start queued backends on the free workers, from ``at`` work units."""
+        while self.queue and sum(not (j.finished and j.done_at < at) for j in self.running) < (
+            self.workers
+        ):
+            k, name = self.queue.pop(0)
+            self.running.append(
+                procs.start(
+                    name,
+                    self.seed + k,
+                    self.model,
+                    self.end,
+                    self.best.model_x,
+                    self.shared,
+                    (self.carry or {}).get(name),
+                    peers=self.peers(k),
+                    det=(at, self.epoch),
+                    order=k,
+                )  # fmt: skip
+            )
+
+    def hold(self, job: Job, kind: str, args: tuple) -> None:
+        """Keep a report until the next barrier; a result ends the worker now."""
+        try:
+            at = float(args[-1])
+        except (TypeError, ValueError, IndexError):
+            at = None
+        if kind == "done":
+            job.answered = job.finished = True
+            job.done_at = at if at is not None else -1.0
+        if at is None:
+            self.best.log(f"backend {job.name} sent a {kind!r} message without its work; ignored")
+            return
+        self.pending.append((at, job.order, len(self.pending), kind, job, args))
+
+    def take_pending(self, before: float = math.inf) -> None:
+        """The held reports stamped before ``before`` units, in the order of
+        their stamps (then the workers' places): those later stay held."""
+        handlers = {"solution": self.on_solution, "bound": self.on_bound, "done": self.on_done}
+        now = sorted(p for p in self.pending if p[0] < before)
+        self.pending = [p for p in self.pending if p[0] >= before]
+        for at, _, _, kind, job, args in now:
+            self.best.work = max(self.best.work or 0.0, at)
+            self.dispatch(job, handlers[kind], kind, args)
+
+    def merge(self) -> bool:
+        """Every worker still going has reached the next barrier (or all ended):
+        take their reports, then switch, start queued backends and answer the
+        waiting ones with the merged best. False: the stage is over."""
+        k = self.k + 1
+        if all(j.finished for j in self.running) and (not self.queue or k * self.epoch >= self.end):
+            self.take_pending()
+            return False
+        self.take_pending(k * self.epoch)
+        if self.finished:
+            return False
+        self.k, at = k, k * self.epoch
+        self.best.work = max(self.best.work or 0.0, at)
+        if self.switch_at is not None and at >= self.switch_at:
+            self.switch_at, self.before_switch = None, False
+            self.follow_the_leader(len(self.plan) + self.seed, self.end, at)
+        self.launch(at)
+        x = None if self.best.model_x is self.sent else self.best.model_x
+        self.sent = self.best.model_x
+        for job in self.running:
+            if not job.finished and job.arrived == k:
+                job.replies.send(("go", x))
+        return True
+
+    def on_epoch(self, job: Job, k: int) -> None:
+        job.arrived = int(k)
+
+    def on_busy(self, job: Job, until: float) -> None:
+        job.busy_until = float(until)
+
     # -- the leader switch ---------------------------------------------------------
 
-    def follow_the_leader(self, seed: int, deadline: float) -> None:
+    def follow_the_leader(self, seed: int, deadline: float, at: float | None = None) -> None:
         """Restart every running worker that is not running the best solution's
         backend as that backend, each with a new seed from ``seed`` on, and from
         the leader's last search state (its prices, for the Lagrangian loops)
         and its own (what of its work carries over: the Lagrangian loops' lower
         bound)."""
         best, leader = self.best, self.best.method
-        leading = [job for job in self.running if job.name == leader]
+        going = [job for job in self.running if not job.finished]
+        leading = [job for job in going if job.name == leader]
         if not leading:
             return
         state = leading[0].state
         best.log(
             "at the switch, each worker's best: "
-            + ", ".join(f"{j.name} {j.best:.6g}" for j in self.running if j.best is not None)
+            + ", ".join(f"{j.name} {j.best:.6g}" for j in going if j.best is not None)
         )
         k = self.plan.index(leader) if leader in self.plan else 0
-        for n, job in enumerate([job for job in self.running if job.name != leader]):
+        det = None if at is None else (at, self.epoch)
+        for n, job in enumerate([job for job in going if job.name != leader]):
             procs.stop(job)
             self.running.remove(job)
             best.log(f"{job.name} restarts as {leader}, which found the best so far")
@@ -248,5 +409,7 @@ class StageRun:
                     state,
                     job.state,
                     self.peers(k),
+                    det,
+                    job.order,
                 )  # fmt: skip
             )

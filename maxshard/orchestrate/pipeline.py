@@ -7,9 +7,10 @@ The command line, the Python API and the workbench all solve through
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..evaluate import all_min_usage
@@ -27,7 +28,12 @@ class Options:
     ``prove``, ``prove``), the seed, the workers (None: the cores available),
     the target gap, whether to presolve, and whether the backends start from
     the least-usage solutions (off: a backend compared alone starts from
-    nothing, and only what it finds counts)."""
+    nothing, and only what it finds counts).
+
+    ``deterministic``: the stages advance by counted work, not seconds
+    (:mod:`maxshard.work`), so the answer depends only on the input, the seed,
+    the worker count and ``work``, the budget in work units over all workers
+    (None: :func:`default_work` of the time given)."""
 
     plan: Plan | None = None
     prove: bool = False
@@ -36,9 +42,35 @@ class Options:
     gap: float | None = None
     presolve: bool = True
     starts: bool = True
+    deterministic: bool = False
+    work: float | None = None
+
+    def budgeted(self, seconds: float) -> Options:
+        """These options with the worker count fixed and, in a deterministic
+        run without a work budget, the one :func:`default_work` gives ``seconds``
+        (the time the user gave, so that the budget depends on nothing else)."""
+        workers = self.workers or available_cores()
+        work = self.work
+        if self.deterministic and work is None:
+            work = default_work(seconds, workers)
+        return replace(self, workers=workers, work=work)
 
     def plan_name(self) -> str:
         return self.plan.name if self.plan else ("prove" if self.prove else "default")
+
+
+#: Share of the time given that a deterministic run budgets as work: the rest
+#: is for reading and presolve, the waits at the barriers, and a machine slower
+#: than the one the work rates were measured on (docs/determinism.md).
+WORK_SHARE = 0.35
+#: Work units between two barriers (at most; fewer in a short run).
+EPOCH = 0.5
+
+
+def default_work(seconds: float, workers: int) -> float:
+    """The work budget (units, over all workers) of a deterministic run given
+    ``seconds``: a function of the two numbers alone (rounded to 0.01)."""
+    return round(WORK_SHARE * max(0.0, seconds) * workers, 2)
 
 
 def stages_for(options: Options, model: Model, workers: int, seconds: float):
@@ -75,19 +107,29 @@ def solve(
         best.offer(model.reconstruct(x), "presolve start", x)
     workers = options.workers or available_cores()
     budget = Budget(time.monotonic(), deadline)
-    stages = stages_for(options, model, workers, deadline - budget.start)
+    per_worker = (options.work or 0.0) / workers  # work units of each worker (deterministic)
+    seconds = per_worker if options.deterministic else deadline - budget.start
+    stages = stages_for(options, model, workers, seconds)
     carry: dict[str, object] = {}  # search states handed from stage to stage
     done, outcome = 0.0, {}
+    epoch = min(EPOCH, per_worker / 8) if per_worker > 0 else EPOCH
     for k, stage in enumerate(stages):
+        span = None
+        if options.deterministic:  # the stage's start and end in work units
+            span = (round(done * per_worker, 6), round((done + stage.share) * per_worker, 6), epoch)
+            end, until = deadline, f"until work {span[1]:.2f}"
         done += stage.share
-        end = budget.at(done)
+        if not options.deterministic:
+            end = budget.at(done)
+            until = f"until {end - best.start:.1f}s"
         names = stage.workers(workers)
-        until = f"until {end - best.start:.1f}s"
         log(f"stage {k + 1}/{len(stages)} {until}: {_stage_text(stage, names, workers)}")
         states = carry if stage.inherit else {}
-        outcome = run_backends(model, best, names, end, options.seed, workers, stage.switch, states)
+        outcome = run_backends(
+            model, best, names, end, options.seed, workers, stage.switch, states, span
+        )
         carry.update(states)
-        if best.done():
+        if best.done() or best.cut:
             break
     return outcome
 
@@ -124,6 +166,14 @@ class Result:
     usage_limit: int | None = None
     #: each backend's status at the end of the last stage
     outcome: dict[str, str] = field(default_factory=dict)
+    #: a deterministic run: whether it stayed so (None: not asked for), its
+    #: budget and the work its workers' reports reached (units), why it did
+    #: not stay deterministic, and a fingerprint of the answer
+    deterministic: bool | None = None
+    work: float | None = None
+    work_reached: float | None = None
+    cut_short: str | None = None
+    fingerprint: str | None = None
 
     @property
     def gap(self) -> float | None:
@@ -166,7 +216,14 @@ class Run:
             else:
                 self.inst = read_instance(problem)
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
-            self.outcome = solve(self.inst, deadline, self.best, self.options, model)
+            options = self.options
+            if options.deterministic:
+                if options.work is None:  # a caller that did not budget: the time it gave
+                    options = self.options = options.budgeted(deadline - self.start)
+                self.best.work = 0.0
+                self.log(f"deterministic: {options.work:g} work units over {options.workers} "
+                         f"workers, seed {options.seed}")  # fmt: skip
+            self.outcome = solve(self.inst, deadline, self.best, options, model)
         finally:
             kill_workers(reap=False)
 
@@ -192,4 +249,20 @@ class Run:
             peak_usage=ev.peak if ev else None,
             usage_limit=inst.usage_limit if inst else None,
             outcome=dict(self.outcome),
+            **self._deterministic(),
         )
+
+    def _deterministic(self) -> dict:
+        if not self.options.deterministic:
+            return {}
+        best = self.best
+        cut = best.cut if best else "nothing was solved"
+        sol = best.solution if best is not None and best.solution is not None else None
+        text = "[]" if sol is None else "[" + ", ".join(str(int(s)) for s in sol) + "]"
+        return {
+            "deterministic": cut is None,
+            "work": self.options.work,
+            "work_reached": round(best.work, 4) if best and best.work is not None else None,
+            "cut_short": cut,
+            "fingerprint": hashlib.sha256(text.encode()).hexdigest()[:16],
+        }

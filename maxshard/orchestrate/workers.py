@@ -4,14 +4,22 @@ through a pipe.
 A worker that hangs, crashes or ignores its deadline is killed, and whatever
 it reported before stays. Messages from a worker to the parent, each a tuple:
 
-- ``("solution", x)``: a model solution it found;
-- ``("bound", b)``: a proven lower bound on the model cost;
+- ``("solution", x, at)``: a model solution it found;
+- ``("bound", b, at)``: a proven lower bound on the model cost;
 - ``("state", s)``: its search state, handed over (:meth:`Context.hand_over`);
-- ``("done", status, x, bound)``: its :class:`~maxshard.backend.Result`;
+- ``("epoch", k)``: (deterministic runs) it reached barrier ``k`` and waits
+  for the parent's answer on its second pipe: ``("go", x)``, the merged best
+  (or None if unchanged);
+- ``("busy", until)``: (deterministic runs) it starts a call charged until
+  ``until`` units: the barriers before that are merged without it;
+- ``("done", status, x, bound, at)``: its :class:`~maxshard.backend.Result`;
 - ``("error", text)``: it raised; the text says what.
 
-The parent shares its best solution with the workers through :class:`Shared`
-memory, which each worker's :class:`WorkerContext` reads on ``best()``.
+``at`` is when the worker sent it: seconds, or work units in a deterministic
+run (:func:`maxshard.work.stamp`). In a normal run the parent shares its best
+solution with the workers through :class:`Shared` memory, which each worker's
+:class:`WorkerContext` reads on ``best()``; in a deterministic run only at the
+barriers (:mod:`maxshard.work`).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from .. import backend as backends
+from .. import work
 from ..backend import Context
 from ..model import Model
 from ..output import stdout_to
@@ -42,6 +51,12 @@ class Job:
     state: object = None  # the last search state the backend handed over
     answered: bool = False  # sent its result (or its error) before its pipe closed
     best: int | None = None  # model cost of its best solution before the switch
+    order: int = 0  # its place among the stage's workers: ties go to the first
+    replies: Connection | None = None  # (deterministic) the parent's barrier answers
+    arrived: int = 0  # (deterministic) the last barrier it reached
+    finished: bool = False  # (deterministic) sent its result, its error, or died
+    done_at: float = -1.0  # (deterministic) the work at which it finished
+    busy_until: float = -1.0  # (deterministic) in a call charged until then
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
@@ -64,6 +79,8 @@ def stop(job: Job) -> None:
     job.process.kill()
     job.process.join(timeout=1)
     job.conn.close()
+    if job.replies is not None:
+        job.replies.close()
     _LIVE.remove(job)
 
 
@@ -98,33 +115,55 @@ class Shared:
 
 class WorkerContext(Context):
     """A worker's :class:`~maxshard.backend.Context`: reports go to the parent's
-    pipe, ``best()`` reads the shared incumbent."""
+    pipe, ``best()`` reads the shared incumbent (in a deterministic run: the
+    best the parent merged at the last barrier)."""
 
-    def __init__(self, conn: Connection | None, shared: Shared, **given) -> None:
+    def __init__(
+        self, conn: Connection | None, shared: Shared, replies: Connection | None = None, **given
+    ) -> None:
         super().__init__(**given)
         self.conn, self.shared, self.seen = conn, shared, 0
+        self.replies = replies
+        self.merged: np.ndarray | None = None  # deterministic: new at the last barrier
 
     def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
         if solution is not None:
-            self.conn.send(("solution", solution))
+            self.conn.send(("solution", solution, work.stamp()))
         if lower_bound is not None:
-            self.conn.send(("bound", lower_bound))
+            self.conn.send(("bound", lower_bound, work.stamp()))
 
     def best(self) -> np.ndarray | None:
+        if self.replies is not None:
+            x, self.merged = self.merged, None
+            return x
         self.seen, x = self.shared.read(self.seen)
         return x
+
+    def busy(self, until: float) -> None:
+        self.conn.send(("busy", until))
+
+    def barrier(self, k: int) -> None:
+        """Reached barrier ``k``: tell the parent, wait for the merged best."""
+        self.conn.send(("epoch", k))
+        _, x = self.replies.recv()
+        if x is not None:
+            self.merged = x
 
     def hand_over(self, state: object) -> None:
         self.conn.send(("state", state))
 
 
-def _worker(name, model, deadline, incumbent, seed, conn, shared, given) -> None:
+def _worker(name, model, deadline, incumbent, seed, conn, shared, given, det) -> None:
     with stdout_to():
         try:
             backend = backends.load(name)
-            ctx = WorkerContext(conn, shared, **given)
+            replies = det[2] if det else None
+            ctx = WorkerContext(conn, shared, replies, **given)
+            if det:
+                work.start_deterministic(det[0], det[1], ctx.barrier, ctx.busy)
             result = backend.solve(model, deadline, incumbent, ctx, seed)
-            conn.send(("done", result.status.value, result.solution, result.lower_bound))
+            done = (result.status.value, result.solution, result.lower_bound, work.stamp())
+            conn.send(("done", *done))
         except BaseException as exc:  # reported to the parent, which keeps going
             detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
             conn.send(("error", detail))
@@ -142,27 +181,47 @@ def start(
     inherited: object = None,
     previous: object = None,
     peers: frozenset[str] = frozenset(),
+    det: tuple[float, float] | None = None,
+    order: int = 0,
 ) -> Job:
-    """Fork a worker running backend ``name`` until ``deadline`` (less the margin)."""
+    """Fork a worker running backend ``name`` until ``deadline`` (less the margin).
+
+    ``det=(at, epoch)`` makes it a deterministic worker: its clock counts work
+    from ``at`` units, ``deadline`` is in work units, and it stops at every
+    multiple of ``epoch`` for the parent's merged best."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     given = {"inherited": inherited, "previous": previous, "peers": peers}
-    args = (name, model, deadline - WORKER_MARGIN, incumbent, seed, child, shared, given)
+    replies = answer = None
+    limit = deadline - WORKER_MARGIN
+    if det:
+        replies, answer = ctx.Pipe(duplex=False)  # the child reads, the parent answers
+        limit = deadline  # work units: no margin needed
+        det = (det[0], det[1], replies)
+    args = (name, model, limit, incumbent, seed, child, shared, given, det)
     proc = ctx.Process(target=_worker, args=args, daemon=True)
     proc.start()
     child.close()
-    job = Job(name, seed, proc, parent)
+    if replies is not None:
+        replies.close()
+    job = Job(name, seed, proc, parent, order=order, replies=answer)
+    if det:
+        job.arrived = int(det[0] / det[1] + 1e-9)
     _LIVE.append(job)
     return job
 
 
-def provides(name: str) -> frozenset[str]:
-    """What backend ``name`` declares it provides its peers (nothing if it
-    cannot be loaded: its worker will say why)."""
+def capabilities(name: str) -> backends.Capabilities:
+    """What backend ``name`` declares (nothing, if it cannot be loaded: its
+    worker will say why)."""
     try:
-        return backends.load(name).capabilities.provides
+        caps = backends.load(name).capabilities
+        return caps if isinstance(caps, backends.Capabilities) else NOTHING
     except (backends.BackendError, AttributeError):
-        return frozenset()
+        return NOTHING
+
+
+NOTHING = backends.Capabilities(exact=False, anytime=False, memory=False, lower_bound=False)
 
 
 def available_cores() -> int:

@@ -1,0 +1,214 @@
+"""Deterministic runs: work counted instead of seconds, barriers between the
+workers, the same answer whatever the machine is doing, and the clock as a
+safety net that says when it cut a run short."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import maxshard
+from maxshard import work
+from maxshard.backend import load
+from maxshard.evaluate import evaluate
+from maxshard.generate import cut, generate, to_problem, write_problem
+from maxshard.reader import read_instance
+from maxshard.reduce import reduce
+
+from .conftest import BENCHMARKS, EXAMPLE, Recorder, generated
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def cut_n(tmp_path_factory) -> Path:
+    """400 nodes of N: 206 variables after presolve, memory binding (the
+    default plan runs toulbar2 beside the Lagrangian loop on it)."""
+    source = BENCHMARKS / "asplos-2025-iopddl-N.json.gz"
+    if not source.exists():
+        pytest.skip("shared benchmarks not available")
+    path = tmp_path_factory.mktemp("det") / "cut-n.json"
+    write_problem(to_problem(cut(read_instance(source), 400, 3), "cut-n"), path)
+    return path
+
+
+@pytest.fixture
+def counting():
+    """This process counts work (no barriers) for the test, then stops."""
+    work.start_deterministic(0.0, 1e9, lambda k: None, lambda until: None)
+    yield
+    work.stop_deterministic()
+
+
+def _same(a: dict, b: dict) -> None:
+    for key in ("solution", "cost", "lower_bound", "status", "fingerprint", "trace", "method"):
+        assert a[key] == b[key], key
+
+
+# -- the work clock ------------------------------------------------------------
+
+
+def test_outside_a_deterministic_run_the_clock_is_seconds_and_counting_is_free():
+    import time
+
+    assert not work.deterministic()
+    before = time.monotonic()
+    work.count("local", 1e12)
+    assert before <= work.now() <= time.monotonic()
+
+
+def test_the_work_clock_passes_barriers_in_order_and_a_reserved_call_skips_them():
+    seen, busy = [], []
+    work.start_deterministic(0.25, 0.5, seen.append, busy.append)
+    try:
+        work.count("python", 0.5 * work.RATES["python"])  # 0.25 -> 0.75: barrier 1
+        assert seen == [1]
+        with work.reserved(1.0):  # 0.75 -> 1.75: barriers 2 and 3 are the parent's
+            assert busy == [1.75]
+        work.now()
+        assert seen == [1]
+        work.count("python", 0.3 * work.RATES["python"])  # past 2.0: barrier 4
+        assert seen == [1, 4]
+    finally:
+        work.stop_deterministic()
+
+
+@pytest.mark.parametrize("name", ["local", "lagrange", "lns"])
+def test_a_backend_stops_at_its_work_budget_and_repeats_itself(tmp_path, counting, name):
+    """A limit of N units stops the backend after N (within a second's work),
+    and the same budget and seed give the same result."""
+    model = reduce(generated(tmp_path, 5, nodes=60, tightness=0.6))
+    results = []
+    for _ in range(2):
+        work.start_deterministic(0.0, 1e9, lambda k: None, lambda until: None)
+        seen = Recorder()
+        result = load(name).solve(model, 3.0, None, seen, 7)
+        spent = work.stamp()
+        assert spent <= 3.0 + 1.0, spent
+        found = [x.tolist() for x in seen.solutions], seen.bounds
+        results.append((found, None if result.solution is None else result.solution.tolist()))
+    assert results[0] == results[1]
+    assert results[0][1] is not None and model.fits(np.array(results[0][1]))
+
+
+def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_path, counting):
+    from maxshard.backends import toulbar2
+
+    model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
+    outcomes = []
+    for _ in range(2):
+        cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
+        before = work.stamp()
+        result = toulbar2._solve(cfn, 0.001)  # a tiny budget: a few backtracks
+        limit = cfn.Option.backtrackLimit
+        assert cfn.GetNbBacktracks() <= limit
+        assert work.stamp() > before
+        outcomes.append(None if not result else list(result[0]))
+    assert outcomes[0] == outcomes[1]
+
+
+# -- whole runs ----------------------------------------------------------------
+
+
+def test_the_same_input_seed_and_work_give_the_same_answer_even_under_load(cut_n):
+    first = maxshard.solve(cut_n, 60, seed=1, deterministic=True, work=6, workers=2).record()
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        second = maxshard.solve(cut_n, 60, seed=1, deterministic=True, work=6, workers=2).record()
+    finally:
+        burner.kill()
+    assert first["deterministic"] and second["deterministic"], first["cut_short"]
+    _same(first, second)
+    assert first["work"] == 6 and 0 < first["work_reached"] <= 3 + 1e-9
+    inst = read_instance(cut_n)
+    assert evaluate(inst, first["solution"]).cost == first["cost"]
+
+
+def test_different_seeds_take_different_paths(cut_n):
+    runs = [
+        maxshard.solve(cut_n, 60, seed=s, deterministic=True, work=4, workers=2).record()
+        for s in (0, 5)
+    ]
+    assert all(r["deterministic"] for r in runs)
+    assert runs[0]["trace"] != runs[1]["trace"]
+
+
+LARGE_MODEL_STAGES = """
+[[stage]]
+share = 0.6
+backends = ["lagrange", "lagrange-terms"]
+switch = 0.5
+[[stage]]
+share = 0.4
+backends = ["lns", "lns", "local"]
+"""
+
+
+def test_the_large_model_stages_with_the_switch_and_a_queue_repeat_themselves(tmp_path, cut_n):
+    """The default plan's large-model case: the two loops, the leader switch,
+    then lns on both workers with local search queued."""
+    plan = tmp_path / "large.toml"
+    plan.write_text(LARGE_MODEL_STAGES)
+    runs = [
+        maxshard.solve(cut_n, 90, seed=2, deterministic=True, work=6, workers=2, plan=plan).record()
+        for _ in range(2)
+    ]
+    assert runs[0]["deterministic"], runs[0]["cut_short"]
+    _same(*runs)
+    assert runs[0]["method"] in ("lagrange", "lagrange-terms", "lns", "local")
+
+
+def test_a_run_cut_short_by_the_clock_says_so_and_answers_in_time(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(generate(300, tightness=0.6, seed=3)))
+    proc = subprocess.run(
+        [BIN / "maxshard", "solve", path, "4", "--deterministic", "--work", "10000",
+         "--out", tmp_path / "r.json"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["deterministic"] is False and "clock" in record["cut_short"]
+    assert record["time_s"] < 4.0
+    solution = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert evaluate(read_instance(path), solution).feasible
+    assert "deterministic: no" in proc.stderr
+
+
+def test_a_backend_that_counts_no_work_makes_the_run_say_it_is_not_deterministic(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(generate(12, tightness=0.6, seed=1)))
+    record = maxshard.solve(path, 20, backends=["rc2"], deterministic=True, work=2).record()
+    assert record["deterministic"] is False
+    assert "rc2 does not count its work" in record["cut_short"]
+    assert record["solution"] is not None
+
+
+def test_iopddl_runs_deterministically_and_says_so(tmp_path):
+    proc = subprocess.run(
+        [BIN / "iopddl", EXAMPLE, "5", "--deterministic", "--work", "2"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert "deterministic: yes" in lines[-2]
+    assert evaluate(read_instance(EXAMPLE), json.loads(lines[-1])).feasible
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--work", "5"], "--work is a budget of a --deterministic run"),
+        (["--deterministic", "--work", "-1"], "--work must be a positive"),
+    ],
+)
+def test_work_options_that_make_no_sense_are_one_line_errors(args, message):
+    proc = subprocess.run(
+        [BIN / "maxshard", "solve", EXAMPLE, "5", *args], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
