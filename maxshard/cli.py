@@ -245,7 +245,7 @@ def solve_cmd(
         float | None,
         typer.Option(
             help="Work budget of a --deterministic run, in work units over all workers "
-            "(a unit is about a second of one core). Default: 0.35 of TIMEOUT per worker.",
+            "(a unit is about a second of one core). Default: 0.25 of TIMEOUT per worker.",
         ),
     ] = None,
     solver: SolverOption = None,
@@ -638,9 +638,9 @@ def compare_cmd(
         typer.Option(
             "--backend",
             "-b",
-            help="Backend to compare (repeatable; default: all); also 'default', 'prove' or "
-            "'plan:FILE': maxshard's own plans or a plan file, on two workers each (then give "
-            "--jobs 1 on two cores).",
+            help="Backend to compare (repeatable; default: all); also 'default', 'prove', "
+            "'det' (the default plan, --deterministic) or 'plan:FILE': maxshard's own plans or "
+            "a plan file, on two workers each (then give --jobs 1 on two cores).",
         ),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per run.")] = 10.0,

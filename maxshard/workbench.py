@@ -65,10 +65,10 @@ def plan_runs(paths: Iterable[Path], backends: list[str], seeds: int, timeout: f
 
 
 #: Names a sweep may give instead of a backend: maxshard's own plans (the default
-#: one, or --prove's), or ``plan:FILE`` (a plan file), each on
-#: :data:`PLAN_WORKERS` workers (give the sweep that many cores per run:
-#: ``--jobs 1`` on two cores)
-PLANS = ("default", "prove")
+#: one, --prove's, or the default one run ``--deterministic``), or ``plan:FILE``
+#: (a plan file), each on :data:`PLAN_WORKERS` workers (give the sweep that many
+#: cores per run: ``--jobs 1`` on two cores)
+PLANS = ("default", "prove", "det")
 PLAN_WORKERS = 2
 
 
@@ -121,7 +121,8 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
         if is_plan(run.backend):  # the whole plan, its time from before presolve (as `solve`)
             file = plan_file(run.backend)
             plan = load_plan(file) if file is not None else None
-            options = Options(plan, run.backend == "prove", run.seed, PLAN_WORKERS)
+            options = Options(plan, run.backend == "prove", run.seed, PLAN_WORKERS,
+                              deterministic=run.backend == "det").budgeted(run.timeout)  # fmt: skip
             solve = Solve(options, lambda _message: None, start)
         else:  # one backend alone, its time from after presolve
             options = Options(Plan.of_backends([run.backend], 1), seed=run.seed, workers=1,
@@ -144,6 +145,8 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
             trace=[list(t) for t in result.trace],
             solution=result.solution,
         )
+        if result.deterministic is not None:  # its trace is in work units
+            record.update(deterministic=result.deterministic, fingerprint=result.fingerprint)
     except Exception as exc:  # a sweep records a failed run and goes on
         record.update(status="error", error=f"{type(exc).__name__}: {exc}", trace=[])
     record["wall_s"] = round(time.monotonic() - start, 3)

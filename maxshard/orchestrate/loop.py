@@ -7,8 +7,8 @@ stage's deadline, at a proof, or once the target gap is reached.
 
 In a deterministic run (``span`` given: the stage's start and end in work
 units) the same happens by work instead of seconds (:meth:`StageRun.run_by_work`):
-the workers' reports are kept until every worker has reached the next
-barrier, then taken in a fixed order (their work stamp, then the worker's
+the workers' reports (and handed-over states) are kept until every worker
+has reached the next barrier, then taken in a fixed order (their work stamp, then the worker's
 place), and only then does the parent answer with the merged best, switch,
 start a queued backend or stop. What the run does is then a function of what
 the workers compute, never of when their messages arrive.
@@ -167,7 +167,7 @@ class StageRun:
         if handler is None:
             self.best.log(f"backend {job.name} sent a message that means nothing; ignored")
             return
-        if self.by_work and kind in ("solution", "bound", "done"):
+        if self.by_work and kind in ("solution", "bound", "state", "done"):
             self.hold(job, kind, msg[1:])
         else:
             self.dispatch(job, handler, kind, msg[1:])
@@ -200,7 +200,7 @@ class StageRun:
             self.best.proved("optimal")
         self.finished = self.finished or self.best.done()
 
-    def on_state(self, job: Job, state: object) -> None:
+    def on_state(self, job: Job, state: object, at: float | None = None) -> None:
         job.state = state
         if self.carry is not None:
             self.carry[job.name] = state
@@ -262,7 +262,7 @@ class StageRun:
         self.by_work, self.workers = True, workers
         self.k = int(start / self.epoch + 1e-9)  # the last barrier merged
         self.queue = list(enumerate(self.plan))
-        self.switch_at = start + switch * (self.end - start) if switch else None
+        self.switch_at = Budget(start, self.end).at(switch) if switch else None
         self.before_switch = self.switch_at is not None
         self.sent = self.best.model_x  # the merged best the workers have
         for name in sorted(n for n, caps in self.caps.items() if not caps.deterministic):
@@ -337,7 +337,12 @@ class StageRun:
     def take_pending(self, before: float = math.inf) -> None:
         """The held reports stamped before ``before`` units, in the order of
         their stamps (then the workers' places): those later stay held."""
-        handlers = {"solution": self.on_solution, "bound": self.on_bound, "done": self.on_done}
+        handlers = {
+            "solution": self.on_solution,
+            "bound": self.on_bound,
+            "state": self.on_state,
+            "done": self.on_done,
+        }
         now = sorted(p for p in self.pending if p[0] < before)
         self.pending = [p for p in self.pending if p[0] >= before]
         for at, _, _, kind, job, args in now:
@@ -397,6 +402,8 @@ class StageRun:
         for n, job in enumerate([job for job in going if job.name != leader]):
             procs.stop(job)
             self.running.remove(job)
+            # (deterministic) what it sent past the switch may or may not have come
+            self.pending = [p for p in self.pending if p[4] is not job]
             best.log(f"{job.name} restarts as {leader}, which found the best so far")
             self.running.append(
                 procs.start(

@@ -62,7 +62,7 @@ class Options:
 #: Share of the time given that a deterministic run budgets as work: the rest
 #: is for reading and presolve, the waits at the barriers, and a machine slower
 #: than the one the work rates were measured on (docs/determinism.md).
-WORK_SHARE = 0.35
+WORK_SHARE = 0.25
 #: Work units between two barriers (at most; fewer in a short run).
 EPOCH = 0.5
 
@@ -106,24 +106,24 @@ def solve(
     if options.starts and model.fits(x):
         best.offer(model.reconstruct(x), "presolve start", x)
     workers = options.workers or available_cores()
-    budget = Budget(time.monotonic(), deadline)
-    per_worker = (options.work or 0.0) / workers  # work units of each worker (deterministic)
-    seconds = per_worker if options.deterministic else deadline - budget.start
-    stages = stages_for(options, model, workers, seconds)
+    if options.deterministic:  # stages end at work counts (each worker's), not moments
+        budget = Budget(0.0, (options.work or 0.0) / workers)
+    else:
+        budget = Budget(time.monotonic(), deadline)
+    stages = stages_for(options, model, workers, budget.deadline - budget.start)
     carry: dict[str, object] = {}  # search states handed from stage to stage
     done, outcome = 0.0, {}
-    epoch = min(EPOCH, per_worker / 8) if per_worker > 0 else EPOCH
+    epoch = min(EPOCH, budget.deadline / 8) or EPOCH  # (deterministic) between barriers
     for k, stage in enumerate(stages):
-        span = None
-        if options.deterministic:  # the stage's start and end in work units
-            span = (round(done * per_worker, 6), round((done + stage.share) * per_worker, 6), epoch)
-            end, until = deadline, f"until work {span[1]:.2f}"
+        begin, end = budget.at(done), budget.at(done + stage.share)
         done += stage.share
-        if not options.deterministic:
-            end = budget.at(done)
-            until = f"until {end - best.start:.1f}s"
+        span = None
+        if options.deterministic:  # the clock's deadline stays a safety net
+            span, end, until = (round(begin, 6), round(end, 6), epoch), deadline, f"work {end:.2f}"
+        else:
+            until = f"{end - best.start:.1f}s"
         names = stage.workers(workers)
-        log(f"stage {k + 1}/{len(stages)} {until}: {_stage_text(stage, names, workers)}")
+        log(f"stage {k + 1}/{len(stages)} until {until}: {_stage_text(stage, names, workers)}")
         states = carry if stage.inherit else {}
         outcome = run_backends(
             model, best, names, end, options.seed, workers, stage.switch, states, span

@@ -143,7 +143,8 @@ class Plan:
 @dataclass(frozen=True)
 class Budget:
     """Turns shares of the time between ``start`` and ``deadline`` into moments:
-    the one place a run's clock decides when a stage ends or the switch comes."""
+    the one place a run's clock decides when a stage ends or the switch comes
+    (in a deterministic run: shares of each worker's work, in work units)."""
 
     start: float
     deadline: float

@@ -6,7 +6,7 @@ it reported before stays. Messages from a worker to the parent, each a tuple:
 
 - ``("solution", x, at)``: a model solution it found;
 - ``("bound", b, at)``: a proven lower bound on the model cost;
-- ``("state", s)``: its search state, handed over (:meth:`Context.hand_over`);
+- ``("state", s, at)``: its search state, handed over (:meth:`Context.hand_over`);
 - ``("epoch", k)``: (deterministic runs) it reached barrier ``k`` and waits
   for the parent's answer on its second pipe: ``("go", x)``, the merged best
   (or None if unchanged);
@@ -150,7 +150,7 @@ class WorkerContext(Context):
             self.merged = x
 
     def hand_over(self, state: object) -> None:
-        self.conn.send(("state", state))
+        self.conn.send(("state", state, work.stamp()))
 
 
 def _worker(name, model, deadline, incumbent, seed, conn, shared, given, det) -> None:
