@@ -102,12 +102,34 @@ def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_pat
     for _ in range(2):
         cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
         before = work.stamp()
-        result = toulbar2._solve(cfn, 0.001)  # a tiny budget: a few backtracks
+        with toulbar2.budget(cfn, 0.001) as limit:  # a tiny budget: a few backtracks
+            assert limit == 0  # no timer
+            result = cfn.Solve(timeLimit=limit)
         limit = cfn.Option.backtrackLimit
         assert cfn.GetNbBacktracks() <= limit
         assert work.stamp() > before
         outcomes.append(None if not result else list(result[0]))
     assert outcomes[0] == outcomes[1]
+
+
+def test_what_a_long_toulbar2_solve_reports_counts_at_its_end(tmp_path, counting):
+    """A solve of RESERVE_MIN units or more is charged up front; the solutions
+    its reader process streams are stamped with the charged end, whenever they
+    come (else the barrier that takes them would depend on timing)."""
+    import multiprocessing as mp
+
+    from maxshard.backends import toulbar2
+
+    model = reduce(generated(tmp_path, 3, nodes=40, tightness=0.5))
+    cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
+    stamps = mp.get_context("fork").SimpleQueue()
+    start = work.stamp()
+    toulbar2.run(cfn, model.nv, 3, lambda x: stamps.put(work.stamp()))
+    assert work.stamp() == pytest.approx(start + 3)
+    seen = []
+    while not stamps.empty():
+        seen.append(stamps.get())
+    assert seen and all(t == pytest.approx(start + 3) for t in seen)
 
 
 # -- whole runs ----------------------------------------------------------------

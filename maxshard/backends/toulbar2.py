@@ -30,6 +30,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -149,7 +150,7 @@ def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.nda
     """Variables of the given domain sizes, their unary costs (int arrays) and
     binary tables ``(i, j, table)``, forbidden costs hard."""
     wcsp = cfn.CFN.wcsp
-    cfn.values = sum(sizes)  # see _solve
+    cfn.values = sum(sizes)  # see budget
     work.count("tb2-entry", cfn.values + sum(t.size for _, _, t in binary))
     for i, size in enumerate(sizes):
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
@@ -162,8 +163,8 @@ def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.nda
 def solve_quietly(cfn, seconds: int) -> np.ndarray | None:
     """A short solve, its output thrown away: the best assignment found, or None.
     (:func:`run` is the long, watched and streamed kind.)"""
-    with stdout_to():
-        result = _solve(cfn, seconds)
+    with stdout_to(), budget(cfn, seconds) as limit:
+        result = cfn.Solve(timeLimit=limit)
     return np.asarray(result[0], dtype=np.int64) if result else None
 
 
@@ -171,24 +172,29 @@ def solve_quietly(cfn, seconds: int) -> np.ndarray | None:
 NO_LIMIT = 2**63 - 1
 
 
-def _solve(cfn, seconds: int, **options):
-    """``cfn.Solve`` for ``seconds`` of CPU time, or in a deterministic run for
-    that many work units' worth of backtracks (no timer: the search is the same
-    on any machine); a short solve's nodes and backtracks are counted as work,
-    a long one is charged its limit up front (:func:`maxshard.work.reserved`).
-    (toulbar2's options are process-wide: the limit is set before every solve.)"""
+@contextmanager
+def budget(cfn, seconds: int) -> Iterator[int]:
+    """Limits for one solve of ``cfn`` within the block; yields the ``timeLimit``
+    to give ``Solve``: ``seconds`` of CPU time, or in a deterministic run none
+    and that many work units' worth of backtracks instead (the search is then
+    the same on any machine). A short solve's nodes and backtracks are counted
+    as work at the end; a long one is charged its limit up front
+    (:func:`maxshard.work.reserved`), so what it reports meanwhile counts at
+    its end. (toulbar2's options are process-wide: set before every solve.)"""
     if not work.deterministic():
         cfn.Option.backtrackLimit = NO_LIMIT
-        return cfn.Solve(timeLimit=seconds, **options)
+        yield seconds
+        return
     # a search node costs about a pass over the problem's values (measured on
     # lns's neighbourhoods of S, M and N: docs/determinism.md)
     values = max(1, getattr(cfn, "values", 1))
     cfn.Option.backtrackLimit = max(1, int(seconds * work.RATES["tb2-node"] / (3 * values)))
-    if seconds >= work.RESERVE_MIN:  # a long solve: charged its limit, announced
+    if seconds >= work.RESERVE_MIN:
         with work.reserved(seconds):
-            return cfn.Solve(**options)
+            yield 0
+        return
     try:
-        return cfn.Solve(**options)
+        yield 0
     finally:
         work.count("tb2-node", (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * values)
 
@@ -264,6 +270,12 @@ def run(
         # the stray-signal guard below needs the main thread; a deterministic
         # search has no clock to watch (its limit counts backtracks)
         grace, quiet = 0, None
+    with budget(cfn, seconds + grace) as limit:  # (a reader forked in it stamps its end)
+        return _run(cfn, nv, limit, report, grace, quiet)
+
+
+def _run(cfn, nv: int, limit: int, report: Report, grace: int, quiet: float | None):
+    seconds = limit - grace  # the limit without grace (see run)
     watched = bool(grace) or quiet is not None
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
@@ -290,7 +302,7 @@ def run(
         with stdout_to(write_fd):
             os.close(write_fd)  # fd 1 is now the pipe's only write end
             try:
-                result = _solve(cfn, seconds + grace, showSolutions=1)
+                result = cfn.Solve(showSolutions=1, timeLimit=limit)
             finally:
                 if watched:  # the reader may stop a search that just ended: ignore that signal
                     signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
