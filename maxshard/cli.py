@@ -764,6 +764,18 @@ It runs one backend per available core; MAXSHARD_WORKERS=N sets the number.
   --work W  the work budget of a deterministic run (units, all workers)"""
 
 
+def _value(arg: str, rest) -> str | None:
+    """The value of ``--name=VALUE``, or of ``--name VALUE`` (the next argument)."""
+    return arg.partition("=")[2] if "=" in arg else next(rest, None)
+
+
+def _number(value: str | None, need: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        _fail(f"{need}, got {'nothing' if value is None else repr(value)}")
+
+
 def iopddl(args: list[str]) -> None:
     """The contest entry point; arguments are parsed by hand so that a negative
     timeout is reported as such rather than as an unknown option."""
@@ -774,27 +786,20 @@ def iopddl(args: list[str]) -> None:
     deterministic, work = False, None
     it = iter(args)
     for arg in it:
+        name = arg.partition("=")[0]
         if arg == "--prove":
             prove = True
         elif arg == "--deterministic":
             deterministic = True
-        elif arg == "--work" or arg.startswith("--work="):
-            value = arg.partition("=")[2] if "=" in arg else next(it, None)
-            try:
-                work = float(value)
-            except (TypeError, ValueError):
-                _fail(f"--work needs a number of work units, got {value!r}")
-        elif arg == "--plan" or arg.startswith("--plan="):
-            value = arg.partition("=")[2] if "=" in arg else next(it, None)
+        elif name == "--work":
+            work = _number(_value(arg, it), "--work needs a number of work units")
+        elif name == "--gap":
+            gap = _number(_value(arg, it), "--gap needs a fraction such as 0.01")
+        elif name == "--plan":
+            value = _value(arg, it)
             if not value:
                 _fail("--plan needs a plan file")
             plan_file = Path(value)
-        elif arg == "--gap" or arg.startswith("--gap="):
-            value = arg.partition("=")[2] if "=" in arg else next(it, None)
-            try:
-                gap = float(value)
-            except (TypeError, ValueError):
-                _fail(f"--gap needs a fraction such as 0.01, got {value!r}")
         else:
             rest.append(arg)
     if len(rest) != 2:
