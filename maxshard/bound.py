@@ -82,6 +82,7 @@ class Diffusion:
         )  # fmt: skip
         self.forward = not self.forward
         work.count("sweep", len(self.cost) + len(unary))
+        work.count("call", 0.3)
 
     def node_costs(self, unary: np.ndarray) -> np.ndarray:
         """``theta_v`` for every value: ``unary`` plus the messages it received."""

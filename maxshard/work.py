@@ -40,6 +40,7 @@ RATES = {
     "tb2-entry": 1.0e6,  # with the Python that builds them
     "lp": 3.0e8,  # simplex iterations times the LP's rows and columns
     "python": 5.0e7,  # numpy-level passes over model arrays (entries)
+    "call": 1.0e4,  # calls into a kernel or a pass: their fixed cost, which rules small models
 }
 
 #: Work units each call of :func:`now` counts (progress for loops that poll).

@@ -78,16 +78,16 @@ def test_the_work_clock_passes_barriers_in_order_and_a_reserved_call_skips_them(
 
 @pytest.mark.parametrize("name", ["local", "lagrange", "lns"])
 def test_a_backend_stops_at_its_work_budget_and_repeats_itself(tmp_path, counting, name):
-    """A limit of N units stops the backend after N (within a second's work),
+    """A limit of N units stops the backend after N (within a unit),
     and the same budget and seed give the same result."""
     model = reduce(generated(tmp_path, 5, nodes=60, tightness=0.6))
     results = []
     for _ in range(2):
         work.start_deterministic(0.0, 1e9, lambda k: None, lambda until: None)
         seen = Recorder()
-        result = load(name).solve(model, 3.0, None, seen, 7)
+        result = load(name).solve(model, 2.0, None, seen, 7)
         spent = work.stamp()
-        assert spent <= 3.0 + 1.0, spent
+        assert 0 < spent <= 2.0 + 1.0, spent  # (lns stops 1.5 before its deadline)
         found = [x.tolist() for x in seen.solutions], seen.bounds
         results.append((found, None if result.solution is None else result.solution.tolist()))
     assert results[0] == results[1]

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from .. import work
 from ..bound import Diffusion
 from ..instance import FORBIDDEN
 from ..model import Model, segment_argmin
@@ -54,6 +55,7 @@ class Rounding:
         value), and the diffusion's value of that problem (a lower bound on its
         optimum; None where forbidden unary costs keep the diffusion out)."""
         model = self.model
+        work.count("call", 2)  # its Python around the kernels, and the caller's step
         unary = np.where(model.unary >= FORBIDDEN, model.unary, model.unary + pen)
         unary = unary.astype(np.float64)
         value = None

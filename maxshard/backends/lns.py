@@ -100,6 +100,7 @@ class LNS:
             other = context(report).best()
             if other is not None and (theirs := model.cost(other)) < cost:
                 x, cost, load = other.copy(), theirs, model.load(other)
+            work.count("call", 10)  # drawing a neighbourhood (a walk in Python)
             started = work.now()
             if search is not None and price is not None and rng.random() < self.priced_share:
                 free = graph.walk(rng, int(self.priced_size * 2 ** rng.uniform(-1, 1)))

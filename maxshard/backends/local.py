@@ -95,6 +95,7 @@ class Search:
     def count(self, passes: int = 0) -> None:
         """Count the kernels' work since the last call, and ``passes`` numpy passes."""
         done = int(self.g.work[0])
+        work.count("call", 1 + passes)
         work.count("local", done - self._counted)
         self._counted = done
         if passes:

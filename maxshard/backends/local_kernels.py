@@ -332,6 +332,7 @@ def iterate(g, x, ld, n_iter, stack, queued, cost, ok, log, stamp):
     nv = len(x)
     region = np.empty(8, dtype=np.int64)
     for it in range(n_iter):
+        g.work[0] += 1000  # drawing and undoing a region: its fixed cost
         size = np.random.randint(2, 9)
         mark = it + 1 + stamp[nv]  # stamp[nv] keeps the marks unique across calls
         # a random connected region: neighbours of random members, added if new

@@ -152,6 +152,7 @@ def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.nda
     wcsp = cfn.CFN.wcsp
     cfn.values = sum(sizes)  # see budget
     work.count("tb2-entry", cfn.values + sum(t.size for _, _, t in binary))
+    work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes):
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
     for i, costs in enumerate(unary):
