@@ -16,6 +16,7 @@ the workers compute, never of when their messages arrive.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from multiprocessing.connection import wait
@@ -96,8 +97,10 @@ class StageRun:
         self.outcome: dict[str, str] = {}
         self.finished = False
         self.before_switch = False  # each worker's best is noted until the switch
-        # deterministic runs: reports held until the next barrier, with their order key
+        # deterministic runs: reports held until the next barrier, keyed by (stamp,
+        # worker place, arrival): arrival orders one worker's reports as it sent them
         self.pending: list[tuple[float, int, int, str, Job, tuple]] = []
+        self.arrivals = itertools.count()
         self.by_work = False
 
     def peers(self, k: int) -> frozenset[str]:
@@ -332,7 +335,7 @@ class StageRun:
         if at is None:
             self.best.log(f"backend {job.name} sent a {kind!r} message without its work; ignored")
             return
-        self.pending.append((at, job.order, len(self.pending), kind, job, args))
+        self.pending.append((at, job.order, next(self.arrivals), kind, job, args))
 
     def take_pending(self, before: float = math.inf) -> None:
         """The held reports stamped before ``before`` units, in the order of
@@ -343,7 +346,7 @@ class StageRun:
             "state": self.on_state,
             "done": self.on_done,
         }
-        now = sorted(p for p in self.pending if p[0] < before)
+        now = sorted((p for p in self.pending if p[0] < before), key=lambda p: p[:3])
         self.pending = [p for p in self.pending if p[0] >= before]
         for at, _, _, kind, job, args in now:
             self.best.work = max(self.best.work or 0.0, at)
