@@ -57,6 +57,13 @@ def first_barrier(at: float, epoch: float) -> int:
     return math.ceil(at / epoch - 1e-9)
 
 
+def last_barrier(at: float, epoch: float) -> int:
+    """The index of the last barrier at or before ``at`` units (a worker that
+    starts at ``at`` has passed it). Workers and the orchestrator both count
+    barriers with these two functions, so they agree to the last bit."""
+    return math.floor(at / epoch + 1e-9)
+
+
 class _Deterministic:
     """A worker's work counter and its barriers."""
 
@@ -67,7 +74,7 @@ class _Deterministic:
         self.t = at
         self.epoch = epoch
         self.barrier, self.busy = barrier, busy
-        self.next = math.floor(at / epoch + 1e-9) + 1  # the next barrier's index
+        self.next = last_barrier(at, epoch) + 1  # the next barrier's index
 
     def advance(self, units: float) -> float:
         self.t += units

@@ -23,6 +23,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
+from .. import work
 from ..evaluate import evaluate
 from ..instance import FORBIDDEN
 from ..model import Model
@@ -263,7 +264,7 @@ class StageRun:
         it has and the run says it was cut short."""
         start, self.end, self.epoch = span
         self.by_work, self.workers = True, workers
-        self.k = int(start / self.epoch + 1e-9)  # the last barrier merged
+        self.k = work.last_barrier(start, self.epoch)  # the last barrier merged
         self.queue = list(enumerate(self.plan))
         self.switch_at = Budget(start, self.end).at(switch) if switch else None
         self.before_switch = self.switch_at is not None
@@ -300,7 +301,7 @@ class StageRun:
     def passed(self, job: Job, k: int) -> bool:
         """Whether ``job`` is past barrier ``k``: there, ended, or in a call
         charged beyond it (it reports nothing before then)."""
-        return job.finished or job.arrived >= k or job.busy_until > k * self.epoch
+        return job.finished or job.arrived >= k or job.busy_to > k
 
     def launch(self, at: float) -> None:
         """Start queued backends on the free workers, from ``at`` work units."""
@@ -380,7 +381,8 @@ class StageRun:
         job.arrived = int(k)
 
     def on_busy(self, job: Job, until: float) -> None:
-        job.busy_until = float(until)
+        # the worker skips the barriers before this one (work.reserved)
+        job.busy_to = work.first_barrier(float(until), self.epoch)
 
     # -- the leader switch ---------------------------------------------------------
 

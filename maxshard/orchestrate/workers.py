@@ -56,7 +56,7 @@ class Job:
     arrived: int = 0  # (deterministic) the last barrier it reached
     finished: bool = False  # (deterministic) sent its result, its error, or died
     done_at: float = -1.0  # (deterministic) the work at which it finished
-    busy_until: float = -1.0  # (deterministic) in a call charged until then
+    busy_to: int = -1  # (deterministic) the first barrier it reaches after a charged call
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
@@ -206,7 +206,7 @@ def start(
         replies.close()
     job = Job(name, seed, proc, parent, order=order, replies=answer)
     if det:
-        job.arrived = int(det[0] / det[1] + 1e-9)
+        job.arrived = work.last_barrier(det[0], det[1])
     _LIVE.append(job)
     return job
 
