@@ -58,6 +58,8 @@ def solve(
         raise ValueError(f"timeout must be positive, got {timeout}")
     if gap is not None and not 0 <= gap < 1:
         raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
+    if work is not None and not (deterministic and work > 0):
+        raise ValueError(f"work must be a positive budget of a deterministic run, got {work}")
     start = time.monotonic()
     chosen = choose(plan, list(backends or []), workers or available_cores())
     options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap,

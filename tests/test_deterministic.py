@@ -242,3 +242,9 @@ def test_compare_runs_the_default_plan_deterministically(cut_n):
     assert all(r["deterministic"] for r in records)
     assert records[0]["fingerprint"] == records[1]["fingerprint"]
     assert records[0]["cost"] == records[1]["cost"] is not None
+
+
+@pytest.mark.parametrize("kw", [{"work": 5}, {"deterministic": True, "work": -1}])
+def test_the_api_refuses_a_work_budget_that_makes_no_sense(kw):
+    with pytest.raises(ValueError, match="work must be a positive budget"):
+        maxshard.solve(EXAMPLE, 5, **kw)

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..evaluate import all_min_usage
 from ..instance import Instance
 from ..model import Model
+from ..output import solution_line
 from .incumbent import Best, Log
 from .loop import run_backends
 from .plan import Budget, Facts, Plan, built_in
@@ -108,12 +109,12 @@ def solve(
     workers = options.workers or available_cores()
     if options.deterministic:  # stages end at work counts (each worker's), not moments
         budget = Budget(0.0, (options.work or 0.0) / workers)
+        epoch = min(EPOCH, budget.deadline / 8) or EPOCH  # between barriers
     else:
         budget = Budget(time.monotonic(), deadline)
     stages = stages_for(options, model, workers, budget.deadline - budget.start)
     carry: dict[str, object] = {}  # search states handed from stage to stage
     done, outcome = 0.0, {}
-    epoch = min(EPOCH, budget.deadline / 8) or EPOCH  # (deterministic) between barriers
     for k, stage in enumerate(stages):
         begin, end = budget.at(done), budget.at(done + stage.share)
         done += stage.share
@@ -257,8 +258,7 @@ class Run:
             return {}
         best = self.best
         cut = best.cut if best else "nothing was solved"
-        sol = best.solution if best is not None and best.solution is not None else None
-        text = "[]" if sol is None else "[" + ", ".join(str(int(s)) for s in sol) + "]"
+        text = solution_line(best.solution if best is not None else None)  # as printed
         return {
             "deterministic": cut is None,
             "work": self.options.work,
