@@ -492,21 +492,24 @@ def test_a_built_in_plan_written_out_is_the_same_plan(tmp_path):
 
 
 def test_a_run_logs_the_stages_of_its_plan(tmp_path):
-    """The default plan's large case (its conditions lowered to a small model),
-    from a file: the run logs its stages, workers and switch as the data says."""
+    """The default plan's large cases (their conditions lowered to a small
+    model), from a file: the run logs its stages, workers and switch as the
+    data says; a short budget runs the short case."""
     inst = generated(tmp_path, 7, nodes=60, forbidden=0.0, functional=0.0, tightness=0.3)
-    path = tmp_path / "default.toml"
     text = built_in_text("default").replace("variables_min = 1000", "variables_min = 1")
     text = text.replace("points_max = 2000", "points_max = 0")
-    path.write_text(text)
 
-    def staged(plan):
+    def staged(text):
+        path = tmp_path / "default.toml"
+        path.write_text(text)
         lines: list[str] = []
-        solve(inst, time.monotonic() + 3, Best(inst, lines.append), Options(plan=plan, workers=2))
+        options = Options(plan=load(path), workers=2)
+        solve(inst, time.monotonic() + 3, Best(inst, lines.append), options)
         return [line.split(": ", 1)[1] for line in lines if line.startswith("stage ")]
 
-    ran = staged(load(path))
-    assert ran == ["lagrange, lagrange-terms; the switch at 50%", "lns, lns"]
+    assert staged(text) == ["lagrange, lagrange", "lns, lns"]
+    long = text.replace("seconds_max = 30", "seconds_max = 0")
+    assert staged(long) == ["lagrange, lagrange-terms; the switch at 50%", "lns, lns"]
 
 
 BAD_PLANS = {
@@ -584,7 +587,7 @@ def test_the_minimal_plan_form_runs_from_the_cli_and_iopddl(tmp_path, example):
 
 def test_plan_text_parses_case_by_case():
     plan = parse(built_in_text("prove"), "prove")
-    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 5
+    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 6
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(1) == ["a", "c"]
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(4) == ["a", "b", "c"]
     assert Plan.of_backends(["a", "b", "c"], 2).stages(facts_of_any()) == (

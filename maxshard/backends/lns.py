@@ -96,7 +96,9 @@ class LNS:
         price = Price(model, cost) if binds else None
         self._size = self.size
         stats: list = []
-        while work.now() + 1.5 < deadline:
+        # moves go on to the deadline, the last ones shorter (:data:`TAIL`):
+        # a margin of a whole solve was 10-30% of a 6-30 s budget's last stage
+        while work.now() + TAIL < deadline:
             other = context(report).best()
             if other is not None and (theirs := model.cost(other)) < cost:
                 x, cost, load = other.copy(), theirs, model.load(other)
@@ -341,7 +343,8 @@ def improve(
 ) -> np.ndarray | None:
     """A strictly cheaper assignment of ``free`` (the rest fixed as in ``x``)
     that fits in memory, or None if toulbar2 finds none (each solve stops
-    after a CPU second; none starts within a second of ``deadline``)."""
+    after a CPU second, or at ``deadline``; none starts in its last
+    :data:`TAIL`)."""
     from pytoulbar2.pytb2 import Contradiction
 
     hood = Neighbourhood(model, graph, x, free)
@@ -351,13 +354,14 @@ def improve(
     # Knapsacks come lazily: the tightest first, then any the answer overflows.
     rows = room.tightest(TIGHTEST) if room is not None else np.zeros(0, dtype=np.int64)
     for _ in range(LAZY_ROUNDS):
-        if work.now() + 1 > deadline:
+        left = deadline - work.now()
+        if left < TAIL:
             return None
         try:
             cfn = hood.cfn(hood.current, seed)
             for scope, params in room.knapsacks(rows, hood.index) if room is not None else ():
                 cfn.CFN.wcsp.postKnapsackConstraint(scope, params, False, True)
-            y = toulbar2.solve_quietly(cfn, 1)
+            y = toulbar2.solve_quietly(cfn, min(1.0, left))
         except Contradiction:
             return None
         if y is None:  # none better even under fewer knapsacks: none at all
@@ -386,7 +390,8 @@ def priced(
     It may cost more than ``x``: the caller decides."""
     from pytoulbar2.pytb2 import Contradiction
 
-    if work.now() + 1 > deadline:
+    left = deadline - work.now()
+    if left < TAIL:
         return None
     hood = Neighbourhood(model, graph, x, free)
     current = hood.current + int(pen[model.dom_off[free] + x[free]].sum())
@@ -394,7 +399,7 @@ def priced(
         return None
     try:
         cfn = hood.cfn(current, int(rng.integers(2**31)), pen)
-        y = toulbar2.solve_quietly(cfn, 1)
+        y = toulbar2.solve_quietly(cfn, min(1.0, left))
     except Contradiction:
         return None
     if y is None:  # nothing cheaper at this price
@@ -411,6 +416,10 @@ def priced(
     search.descend(deadline, around.tolist())
     return search.x.copy()
 
+
+#: no move starts in the last this many seconds (units) before the deadline;
+#: one that starts before gets what is left (at most a second) for its solve
+TAIL = 0.1
 
 #: knapsacks posted at first (those with the least room); the rest come when
 #: an answer overflows them, for at most ``LAZY_ROUNDS`` solves

@@ -161,7 +161,7 @@ def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.nda
         wcsp.postBinaryConstraint(i, j, float_costs(table.ravel()), False)
 
 
-def solve_quietly(cfn, seconds: int) -> np.ndarray | None:
+def solve_quietly(cfn, seconds: float) -> np.ndarray | None:
     """A short solve, its output thrown away: the best assignment found, or None.
     (:func:`run` is the long, watched and streamed kind.)"""
     with stdout_to(), budget(cfn, seconds) as limit:
@@ -174,22 +174,26 @@ NO_LIMIT = 2**63 - 1
 
 
 @contextmanager
-def budget(cfn, seconds: int) -> Iterator[int]:
+def budget(cfn, seconds: float) -> Iterator[int]:
     """Limits for one solve of ``cfn`` within the block; yields the ``timeLimit``
     to give ``Solve``: ``seconds`` of CPU time, or in a deterministic run none
     and that many work units' worth of backtracks instead (the search is then
-    the same on any machine). A short solve's nodes and backtracks are counted
-    as work at the end; a long one is charged its limit up front
-    (:func:`maxshard.work.reserved`), so what it reports meanwhile counts at
-    its end. (toulbar2's options are process-wide: set before every solve.)"""
-    if not work.deterministic():
-        cfn.Option.backtrackLimit = NO_LIMIT
-        yield seconds
-        return
+    the same on any machine). toulbar2's time limit is whole seconds: a solve
+    of less than one (the tail of a budget) is held to about that many
+    seconds' worth of backtracks as well. A short solve's nodes and
+    backtracks are counted as work at the end; a long one is charged its
+    limit up front (:func:`maxshard.work.reserved`), so what it reports
+    meanwhile counts at its end. (toulbar2's options are process-wide: set
+    before every solve.)"""
     # a search node costs about a pass over the problem's values (measured on
     # lns's neighbourhoods of S, M and N: docs/determinism.md)
     values = max(1, getattr(cfn, "values", 1))
-    cfn.Option.backtrackLimit = max(1, int(seconds * work.RATES["tb2-node"] / (3 * values)))
+    backtracks = max(1, int(seconds * work.RATES["tb2-node"] / (3 * values)))
+    if not work.deterministic():
+        cfn.Option.backtrackLimit = backtracks if seconds < 1 else NO_LIMIT
+        yield max(1, int(seconds))
+        return
+    cfn.Option.backtrackLimit = backtracks
     if seconds >= work.RESERVE_MIN:
         with work.reserved(seconds):
             yield 0
