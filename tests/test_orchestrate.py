@@ -494,7 +494,8 @@ def test_a_built_in_plan_written_out_is_the_same_plan(tmp_path):
 def test_a_run_logs_the_stages_of_its_plan(tmp_path):
     """The default plan's large cases (their conditions lowered to a small
     model), from a file: the run logs its stages, workers and switch as the
-    data says; a short budget runs the short case."""
+    data says; a short budget runs the short case, which ends its first stage
+    sooner."""
     inst = generated(tmp_path, 7, nodes=60, forbidden=0.0, functional=0.0, tightness=0.3)
     text = built_in_text("default").replace("variables_min = 1000", "variables_min = 1")
     text = text.replace("points_max = 2000", "points_max = 0")
@@ -505,11 +506,14 @@ def test_a_run_logs_the_stages_of_its_plan(tmp_path):
         lines: list[str] = []
         options = Options(plan=load(path), workers=2)
         solve(inst, time.monotonic() + 3, Best(inst, lines.append), options)
-        return [line.split(": ", 1)[1] for line in lines if line.startswith("stage ")]
+        stages = [line for line in lines if line.startswith("stage ")]
+        ends = [float(line.split(" until ")[1].split("s:")[0]) for line in stages]
+        return [line.split(": ", 1)[1] for line in stages], ends[0] / ends[1]
 
-    assert staged(text) == ["lagrange, lagrange", "lns, lns"]
-    long = text.replace("seconds_max = 30", "seconds_max = 0")
-    assert staged(long) == ["lagrange, lagrange-terms; the switch at 50%", "lns, lns"]
+    short, short_end = staged(text)
+    long, long_end = staged(text.replace("seconds_max = 30", "seconds_max = 0"))
+    assert short == long == ["lagrange, lagrange-terms; the switch at 50%", "lns, lns"]
+    assert short_end < 0.8 * long_end  # the first stage: 35% against 60% of the time
 
 
 BAD_PLANS = {
