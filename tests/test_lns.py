@@ -188,3 +188,35 @@ def test_priced_moves_alone_report_fitting_ever_cheaper_solutions(tmp_path, seed
     assert costs[-1] < model.cost(start)
     for x in [*reports, result.solution]:
         assert evaluate(inst, model.reconstruct(x)).feasible and model.fits(x)
+
+
+def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(tmp_path):
+    """toulbar2's time limit is whole seconds: a solve given less (the tail of
+    a budget, as lns's last moves) gets a backtrack limit from the rate of a
+    deterministic run and keeps to it; a solve of a second or more has none."""
+    from maxshard import work
+    from maxshard.backends import toulbar2
+
+    model = reduced_or_skip(generated(tmp_path, 3, nodes=300, max_strategies=6, tightness=1.0))
+    unary = model.unary.astype(np.int64)
+    cfn = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
+    expected = max(1, int(0.01 * work.RATES["tb2-node"] / (3 * cfn.values)))
+    with toulbar2.budget(cfn, 0.01) as limit:
+        assert limit == 1 and cfn.Option.backtrackLimit == expected
+    toulbar2.solve_quietly(cfn, 0.01)
+    assert cfn.GetNbBacktracks() <= expected
+    with toulbar2.budget(cfn, 1) as limit:
+        assert limit == 1 and cfn.Option.backtrackLimit == toulbar2.NO_LIMIT
+
+
+def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
+    """No margin of a whole sub-solve before the deadline any more: the moves go
+    on to within :data:`lns.TAIL` of it, and the backend still returns in time."""
+    inst = generated(tmp_path, 4, nodes=400, max_strategies=6, tightness=0.3)
+    model = reduced_or_skip(inst)
+    start = time.monotonic()
+    deadline = start + 2.0
+    result = LNS().solve(model, deadline, model.min_usage_solution(), lambda *a, **k: None, 0)
+    ended = time.monotonic()
+    assert result.solution is not None and model.fits(result.solution)
+    assert deadline - 2 * lns.TAIL <= ended <= deadline + 0.5, ended - start

@@ -591,7 +591,7 @@ def test_the_minimal_plan_form_runs_from_the_cli_and_iopddl(tmp_path, example):
 
 def test_plan_text_parses_case_by_case():
     plan = parse(built_in_text("prove"), "prove")
-    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 6
+    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 7
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(1) == ["a", "c"]
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(4) == ["a", "b", "c"]
     assert Plan.of_backends(["a", "b", "c"], 2).stages(facts_of_any()) == (
