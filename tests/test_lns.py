@@ -197,21 +197,27 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
     from maxshard import work
     from maxshard.backends import toulbar2
 
-    model = reduced_or_skip(generated(tmp_path, 3, nodes=300, max_strategies=6, tightness=1.0))
+    model = reduced_or_skip(generated(tmp_path, 3, nodes=600, max_strategies=8, tightness=1.0))
     unary = model.unary.astype(np.int64)
     cfn = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
-    expected = max(1, int(0.01 * work.RATES["tb2-node"] / (3 * cfn.values)))
-    with toulbar2.budget(cfn, 0.01) as limit:
-        assert limit == 1 and cfn.Option.backtrackLimit == expected
-    toulbar2.solve_quietly(cfn, 0.01)
-    assert cfn.GetNbBacktracks() <= expected
+    for seconds in (0.01, 1e-6):  # the second: a limit of one backtrack
+        expected = max(1, int(seconds * work.RATES["tb2-node"] / (3 * cfn.values)))
+        with toulbar2.budget(cfn, seconds) as limit:
+            assert limit == 1 and cfn.Option.backtrackLimit == expected
+    toulbar2.solve_quietly(cfn, 1e-6)
+    assert cfn.GetNbBacktracks() <= 2  # (the backtrack that reaches the limit counts)
     with toulbar2.budget(cfn, 1) as limit:
         assert limit == 1 and cfn.Option.backtrackLimit == toulbar2.NO_LIMIT
+    free = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
+    toulbar2.solve_quietly(free, 1)
+    assert free.GetNbBacktracks() > 2  # the limit cut the search short
 
 
 def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
     """No margin of a whole sub-solve before the deadline any more: the moves go
-    on to within :data:`lns.TAIL` of it, and the backend still returns in time."""
+    on to within :data:`lns.TAIL` of it; the last one's solve is held to the
+    time left by backtracks, and at worst by toulbar2's one-second limit (the
+    orchestrator ends a stage at its time whatever its workers do)."""
     inst = generated(tmp_path, 4, nodes=400, max_strategies=6, tightness=0.3)
     model = reduced_or_skip(inst)
     start = time.monotonic()
@@ -219,4 +225,4 @@ def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
     result = LNS().solve(model, deadline, model.min_usage_solution(), lambda *a, **k: None, 0)
     ended = time.monotonic()
     assert result.solution is not None and model.fits(result.solution)
-    assert deadline - 2 * lns.TAIL <= ended <= deadline + 0.5, ended - start
+    assert deadline - 2 * lns.TAIL <= ended <= deadline + 1.5, ended - start

@@ -97,7 +97,10 @@ class LNS:
         self._size = self.size
         stats: list = []
         # moves go on to the deadline, the last ones shorter (:data:`TAIL`):
-        # a margin of a whole solve was 10-30% of a 6-30 s budget's last stage
+        # a margin of a whole solve was 10-30% of a 6-30 s budget's last stage.
+        # A last solve whose backtracks do not bind (toulbar2 busy between
+        # them) can pass the deadline by up to its one-second limit: in a run
+        # the stage's end cuts it (its reports so far are kept).
         while work.now() + TAIL < deadline:
             other = context(report).best()
             if other is not None and (theirs := model.cost(other)) < cost:

@@ -180,7 +180,8 @@ def budget(cfn, seconds: float) -> Iterator[int]:
     and that many work units' worth of backtracks instead (the search is then
     the same on any machine). toulbar2's time limit is whole seconds: a solve
     of less than one (the tail of a budget) is held to about that many
-    seconds' worth of backtracks as well. A short solve's nodes and
+    seconds' worth of backtracks as well (time spent between backtracks is
+    not held: such a solve may still take its whole second). A short solve's nodes and
     backtracks are counted as work at the end; a long one is charged its
     limit up front (:func:`maxshard.work.reserved`), so what it reports
     meanwhile counts at its end. (toulbar2's options are process-wide: set
