@@ -221,8 +221,8 @@ def solve_cmd(
             "--prove",
             help="Spend the cores on closing the gap: one worker proves lower bounds "
             "(LP dual ascent) all along on large models, exact search on small ones; "
-            "the others look for answers. (Under 30 s on large models: the default plan, "
-            "whose loops bound better in that time.)",
+            "the others look for answers (its cases by model size and budget: "
+            "maxshard plans prove).",
         ),
     ] = False,
     gap: Annotated[

@@ -458,6 +458,7 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
         ]
 
     assert stages(SMALL, 2) == [s.workers(2) for s in stages_for(Options(), SMALL, 2, 180.0)]
+    assert stages_for(Options(prove=True), SMALL, 2, 30.0) == stages_for(Options(), SMALL, 2, 30.0)
     assert stages(LARGE, 2) == [["dual", "lagrange-terms", "lns"], ["dual", "lns", "local"]]
     # a short first stage (at most 60 s): the multiplier loop, which dives
     assert stages(LARGE, 2, 50.0)[0] == ["dual", "lagrange", "lns"]
