@@ -208,3 +208,69 @@ def test_dominance_of_lone_variables_matches_the_pairwise_rule(tmp_path, seed):
         ]
         assert np.array_equal(work.unary[v], cost[keep])
         assert np.array_equal(work.terms[v][0][2], use[keep])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dominance_of_connected_variables_matches_the_pairwise_rule(tmp_path, seed):
+    """Variables with edges are compared all at once per shape of their features
+    (cost, usage in each term, each incident table's rows): each keeps exactly
+    the values that no other of its values beats on every feature (the first of
+    equal ones), judged on the features as the pass found them."""
+    from maxshard.reduce import Work
+    from maxshard.reduce.dominated import prune_dominated
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 5, size=12)
+    pairs = sorted({tuple(sorted(rng.choice(12, 2, replace=False).tolist())) for _ in range(14)})
+    problem = {
+        "problem": {
+            "name": "linked",
+            # few distinct numbers: many ties and dominated values
+            "nodes": {
+                "intervals": [[0, 5]] * len(sizes),
+                "costs": [rng.integers(0, 3, size=d).tolist() for d in sizes],
+                "usages": [rng.integers(1, 3, size=d).tolist() for d in sizes],
+            },
+            "edges": {
+                "nodes": [list(p) for p in pairs],
+                "costs": [rng.integers(0, 2, size=sizes[u] * sizes[v]).tolist() for u, v in pairs],
+            },
+            "usage_limit": 10**9,
+        }
+    }
+    inst = read_instance(write_problem(tmp_path / "linked.json", problem))
+    work = Work(inst)
+    linked = [v for v in work.live_vars() if work.nbrs[v] and len(work.unary[v]) >= 2]
+    assert linked
+    before = {}
+    for v in linked:
+        parts = [work.unary[v][:, None]] + [use[:, None] for _, _, use in work.terms[v]]
+        parts += [work.table(v, w) for w in sorted(work.nbrs[v])]
+        before[v] = (work.unary[v].copy(), np.hstack(parts))
+    prune_dominated(work)
+    for v, (cost, f) in before.items():
+        d = len(cost)
+        keep = [
+            not any(
+                (f[a] <= f[b]).all() and ((f[a] < f[b]).any() or a < b) for a in range(d) if a != b
+            )
+            for b in range(d)
+        ]
+        assert np.array_equal(work.node_map[v], np.flatnonzero(keep))  # which, not only how many
+
+
+def test_covering_range_matches_the_definition():
+    """For each point, the largest start and the smallest end of the ranges that
+    hold it (0 and the point count where none does), checked point by point."""
+    from maxshard.reduce.points import _covering_range
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        npts, m = int(rng.integers(1, 40)), int(rng.integers(0, 30))
+        lo = rng.integers(0, npts, m)
+        hi = np.minimum(lo + 1 + rng.integers(0, npts, m), npts)
+        first, last = _covering_range(lo, hi, npts)
+        for p in range(npts):
+            held = (lo <= p) & (p < hi)
+            assert first[p] == (lo[held].max() if held.any() else 0)
+            assert last[p] == (hi[held].min() if held.any() else npts)

@@ -20,21 +20,29 @@ def prune_dominated(work: Work) -> int:
     # most variables on N and U: no edge, one memory term (done all at once)
     alone = [v for v in queue if not work.nbrs[v] and len(work.terms[v]) == 1]
     removed = _prune_alone(work, alone)
-    for v in set(queue).difference(alone):
+    # the others compared all at once per shape of their features (values x features)
+    groups: dict[tuple[int, int], list[tuple[int, np.ndarray]]] = {}
+    for v in sorted(set(queue).difference(alone)):
         d = len(work.unary[v])
         parts = [work.unary[v][:, None]] + [use[:, None] for _, _, use in work.terms[v]]
         parts += [work.table(v, w) for w in work.nbrs[v]]
         if d * d * sum(p.shape[1] for p in parts) > DOMINANCE_WORK:
             continue
         features = np.hstack(parts)
-        no_worse = (features[:, None, :] <= features[None, :, :]).all(axis=2)  # [a, b]
+        groups.setdefault(features.shape, []).append((v, features))
+    for (d, width), items in groups.items():
+        step = max(1, DOMINANCE_WORK // (d * d * width))
         first = np.arange(d)[:, None] < np.arange(d)[None, :]
-        beats = no_worse & (~no_worse.T | first)
-        np.fill_diagonal(beats, False)
-        dominated = beats.any(axis=0)
-        if dominated.any():
-            removed += int(dominated.sum())
-            work.restrict(v, ~dominated)
+        for k in range(0, len(items), step):
+            chunk = items[k : k + step]
+            f = np.stack([features for _, features in chunk])  # [var, value, feature]
+            no_worse = (f[:, :, None, :] <= f[:, None, :, :]).all(axis=3)  # [var, a, b]
+            beats = no_worse & (~no_worse.transpose(0, 2, 1) | first)
+            beats[:, np.arange(d), np.arange(d)] = False
+            dominated = beats.any(axis=1)  # [var, b]
+            for i in np.flatnonzero(dominated.any(axis=1)).tolist():
+                removed += int(dominated[i].sum())
+                work.restrict(chunk[i][0], ~dominated[i])
     return removed
 
 

@@ -51,7 +51,11 @@ def merge_functional(work: Work) -> int:
     ``v`` into ``u`` (or the other way round); ``collapse.py`` did the same in
     bulk on reading, this catches the edges later passes make functional."""
     merged = 0
-    for u, v in work.touched_edges():
+    edges = [k for k in work.touched_edges() if k in work.tables]
+    # a functional table forbids all but one entry per row (or column), unless
+    # one side has a single value
+    thin = [k for k in edges if min(work.tables[k].shape) == 1]
+    for u, v in sorted(set(work.holding_forbidden(edges)).union(thin)):
         if (u, v) not in work.tables:
             continue
         allowed = work.tables[(u, v)] < FORBIDDEN

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from ..model import offsets
@@ -41,27 +39,36 @@ def prune_points(work: Work) -> int:
 
 def _covering_range(lo: np.ndarray, hi: np.ndarray, npts: int) -> tuple[np.ndarray, np.ndarray]:
     """For each point, the intersection ``[first, last)`` of the ranges covering it
-    (all points when none does), by one sweep with two lazy heaps."""
-    first = np.zeros(npts, dtype=np.int64)
-    last = np.full(npts, npts, dtype=np.int64)
-    order = np.argsort(lo, kind="stable").tolist()
-    lo_list, hi_list = lo.tolist(), hi.tolist()
-    starts: list[tuple[int, int]] = []  # (-lo, hi) of open ranges
-    ends: list[int] = []
-    k = 0
-    for p in range(npts):
-        while k < len(order) and lo_list[order[k]] <= p:
-            t = order[k]
-            heapq.heappush(starts, (-lo_list[t], hi_list[t]))
-            heapq.heappush(ends, hi_list[t])
-            k += 1
-        while starts and starts[0][1] <= p:
-            heapq.heappop(starts)
-        while ends and ends[0] <= p:
-            heapq.heappop(ends)
-        if starts:
-            first[p], last[p] = -starts[0][0], ends[0]
+    (all points when none does): the largest ``lo`` and the smallest ``hi`` over
+    the ranges that hold the point."""
+    first = _cover(lo, hi, lo, np.maximum, 0, npts)
+    last = _cover(lo, hi, hi, np.minimum, npts, npts)
     return first, last
+
+
+def _cover(lo, hi, values, better: np.ufunc, none: int, npts: int) -> np.ndarray:
+    """``better`` (max or min) of ``values[k]`` over the ranges ``[lo[k], hi[k])``
+    that hold each point, ``none`` where none does: every range is cut into the
+    aligned blocks of a segment tree (all ranges at once, level by level), each
+    block keeps the best value put on it, and the blocks pass it down to the
+    points they hold."""
+    size = 1 << max(0, int(npts - 1).bit_length())
+    tree = np.full(2 * size, none, dtype=np.int64)
+    left, right, vals = lo + size, hi + size, values.astype(np.int64)
+    while len(left):
+        odd = (left & 1) == 1  # a left end that is a right child: its block is whole
+        better.at(tree, left[odd], vals[odd])
+        left = left + odd
+        odd = (right & 1) == 1
+        better.at(tree, right[odd] - 1, vals[odd])
+        right = right - odd
+        left, right = left >> 1, right >> 1
+        going = left < right
+        left, right, vals = left[going], right[going], vals[going]
+    for level in range(1, size.bit_length()):  # from the root's children down
+        nodes = np.arange(1 << level, 2 << level)
+        tree[nodes] = better(tree[nodes], tree[nodes >> 1])
+    return tree[size : size + npts]
 
 
 def _range_max(a: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:

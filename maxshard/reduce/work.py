@@ -241,6 +241,17 @@ class Work:
             self.round_edges = sorted(keys)
         return self.round_edges
 
+    def holding_forbidden(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The keys among ``keys`` whose tables hold a forbidden entry, found by one
+        reduction over all of them (most tables hold none: on N and U not one)."""
+        tables = [self.tables[k] for k in keys]
+        if not tables:
+            return []
+        sizes = np.array([t.size for t in tables], dtype=np.int64)
+        flat = np.concatenate([t.ravel() for t in tables])
+        most = np.maximum.reduceat(flat, offsets(sizes)[:-1])
+        return [keys[i] for i in np.flatnonzero(most >= FORBIDDEN).tolist()]
+
     def next_round(self) -> None:
         self.active, self.dirty = self.dirty, set()
         self.round_edges = None
@@ -399,7 +410,7 @@ def _saturated(a: np.ndarray) -> np.ndarray:
 
 def profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
     """One variable's terms as non-overlapping ranges, so each point counts a value once."""
-    if all(a[1] <= b[0] for a, b in zip(terms, terms[1:], strict=False)):
+    if len(terms) < 2 or all(a[1] <= b[0] for a, b in zip(terms, terms[1:], strict=False)):
         return terms  # already sorted and disjoint
     cuts = sorted({c for lo, hi, _ in terms for c in (lo, hi)})
     pos = {c: i for i, c in enumerate(cuts)}
@@ -408,11 +419,13 @@ def profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np
         diff[pos[lo]] += use
         diff[pos[hi]] -= use
     level = np.cumsum(diff, axis=0)
+    used = level.any(axis=1).tolist()
+    same = [False] + (level[1:] == level[:-1]).all(axis=1).tolist()  # as the stretch before
     out: list[tuple[int, int, np.ndarray]] = []
     for i in range(len(cuts) - 1):
-        if not level[i].any():
+        if not used[i]:
             continue
-        if out and out[-1][1] == cuts[i] and np.array_equal(out[-1][2], level[i]):
+        if out and out[-1][1] == cuts[i] and same[i]:
             out[-1] = (out[-1][0], cuts[i + 1], level[i])
         else:
             out.append((cuts[i], cuts[i + 1], level[i]))
