@@ -335,3 +335,14 @@ def ranks(lengths: np.ndarray) -> np.ndarray:
 
 def saturate(a: np.ndarray) -> np.ndarray:
     return np.minimum(a, FORBIDDEN)
+
+
+def saturating_sum(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``out[index[k]] += values[k]``, saturated at the forbidden cost. The int64
+    sum wraps modulo 2**64, so it comes out exact whenever the true total is in
+    range; a float sum beside it detects the totals that are not."""
+    values = np.minimum(values, FORBIDDEN)
+    total = np.bincount(index, values.astype(np.float64), minlength=size)
+    exact = np.zeros(size, dtype=np.int64)
+    np.add.at(exact, index, values)
+    return np.where(total >= 2.0**62, FORBIDDEN, np.minimum(exact, FORBIDDEN))

@@ -3,9 +3,10 @@
 import numpy as np
 
 from maxshard.instance import FORBIDDEN
+from maxshard.model import saturating_sum
 from maxshard.reader import read_instance
 from maxshard.reduce import forbidden_free_values
-from maxshard.reduce.collapse import collapse, saturating_sum
+from maxshard.reduce.collapse import collapse
 
 from .conftest import write_problem
 

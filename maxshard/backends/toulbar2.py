@@ -132,9 +132,13 @@ def upper_bound(cost: int) -> float:
 
 def float_costs(values: np.ndarray) -> list[float]:
     """Costs as toulbar2 takes them: doubles, forbidden ones infinite (hard)."""
+    return _float_array(values).tolist()
+
+
+def _float_array(values: np.ndarray) -> np.ndarray:
     out = values.astype(np.float64)
     out[values >= FORBIDDEN] = math.inf
-    return out.tolist()
+    return out
 
 
 def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0):
@@ -146,19 +150,33 @@ def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0):
     return pytoulbar2.CFN(ubinit=ub, verbose=verbose, seed=seed, vac=vac)
 
 
-def post(cfn, sizes: list[int], unary: list, binary: list[tuple[int, int, np.ndarray]]) -> None:
-    """Variables of the given domain sizes, their unary costs (int arrays) and
-    binary tables ``(i, j, table)``, forbidden costs hard."""
+def post(
+    cfn,
+    dom_off: np.ndarray,
+    unary: np.ndarray,
+    edge_i: np.ndarray,
+    edge_j: np.ndarray,
+    table_off: np.ndarray,
+    tables: np.ndarray,
+) -> None:
+    """Variables with the domains ``dom_off`` (CSR offsets), their unary costs
+    (flat int64, laid out by ``dom_off``) and binary tables between ``edge_i[k]``
+    and ``edge_j[k]`` (row-major, ``tables[table_off[k]:table_off[k + 1]]``),
+    forbidden costs hard."""
     wcsp = cfn.CFN.wcsp
-    cfn.values = sum(sizes)  # see budget
-    work.count("tb2-entry", cfn.values + sum(t.size for _, _, t in binary))
+    sizes = np.diff(dom_off).tolist()
+    cfn.values = int(dom_off[-1])  # see budget
+    work.count("tb2-entry", cfn.values + int(table_off[-1]))
     work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes):
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
-    for i, costs in enumerate(unary):
-        wcsp.postUnaryConstraint(i, float_costs(costs), False)
-    for i, j, table in binary:
-        wcsp.postBinaryConstraint(i, j, float_costs(table.ravel()), False)
+    costs, off = float_costs(unary), dom_off.tolist()
+    for i in range(len(sizes)):
+        wcsp.postUnaryConstraint(i, costs[off[i] : off[i + 1]], False)
+    table_costs = _float_array(tables)
+    bounds = table_off.tolist()
+    for k, (i, j) in enumerate(zip(edge_i.tolist(), edge_j.tolist(), strict=True)):
+        wcsp.postBinaryConstraint(i, j, table_costs[bounds[k] : bounds[k + 1]].tolist(), False)
 
 
 def solve_quietly(cfn, seconds: float) -> np.ndarray | None:
@@ -210,10 +228,7 @@ def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: 
     # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
     cfn = new_problem(ub, seed, verbose=0, vac=vac)
     wcsp = cfn.CFN.wcsp
-    sizes = model.dom_size.tolist()
-    costs = [unary[model.dom_off[v] : model.dom_off[v + 1]] for v in range(model.nv)]
-    edges = [(int(model.edge_u[e]), int(model.edge_v[e]), model.table(e)) for e in range(model.m)]
-    post(cfn, sizes, costs, edges)
+    post(cfn, model.dom_off, unary, model.edge_u, model.edge_v, model.edge_off, model.edge_cost)
     if memory and model.limit is not None:
         for scope, params in knapsacks(model):
             wcsp.postKnapsackConstraint(scope, params, False, True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..instance import FORBIDDEN, Instance
-from ..model import offsets, ranks, split, table_slots
+from ..model import offsets, ranks, saturating_sum, split, table_slots
 
 
 @dataclass(frozen=True)
@@ -194,17 +194,6 @@ def _gather(
         np.concatenate([node_cost, inst.edge_cost[entry]]),
         size,
     )
-
-
-def saturating_sum(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """``out[index[k]] += values[k]`` for non-negative values, saturated at the
-    forbidden cost. With non-negative values an int64 sum only wraps when its
-    true total passes 2**63, which a float sum beside it detects."""
-    values = np.minimum(values, FORBIDDEN)
-    total = np.bincount(index, values.astype(np.float64), minlength=size)
-    exact = np.zeros(size, dtype=np.int64)
-    np.add.at(exact, index, values)
-    return np.where(total >= 2.0**62, FORBIDDEN, np.minimum(exact, FORBIDDEN))
 
 
 def cross_tables(inst: Instance, forest: Forest) -> dict[tuple[int, int], np.ndarray]:
