@@ -450,7 +450,8 @@ def test_the_default_plan_gives_every_worker_a_backend():
 def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     """Past toulbar2's size the dual runs on one worker in every stage (its state
     carried on), the others search; small models keep the default plan, and
-    so does a budget of at most 30 s (the ascent gets nowhere in it)."""
+    so do budgets of at most 30 s (the ascent gets nowhere in it) and, on two
+    workers, of at most 150 s (it costs the answers more than it bounds)."""
 
     def stages(model, workers, seconds=180.0):
         return [
@@ -460,8 +461,14 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     assert stages(SMALL, 2) == [s.workers(2) for s in stages_for(Options(), SMALL, 2, 180.0)]
     assert stages_for(Options(prove=True), SMALL, 2, 30.0) == stages_for(Options(), SMALL, 2, 30.0)
     assert stages(LARGE, 2) == [["dual", "lagrange-terms", "lns"], ["dual", "lns", "local"]]
-    # a short first stage (at most 60 s): the multiplier loop, which dives
-    assert stages(LARGE, 2, 50.0)[0] == ["dual", "lagrange", "lns"]
+    # up to 150 s on two workers: the default plan (the ascent would take half
+    # the search); beyond two workers a short first stage (at most 60 s) runs
+    # the multiplier loop, which dives
+    for seconds in (50.0, 150.0):
+        assert stages_for(Options(prove=True), LARGE, 2, seconds) == stages_for(
+            Options(), LARGE, 2, seconds
+        )
+    assert stages(LARGE, 2, 151.0)[0] == ["dual", "lagrange-terms", "lns"]
     assert stages(LARGE, 5, 50.0)[0] == [
         "dual",
         "lagrange",
@@ -596,7 +603,7 @@ def test_the_minimal_plan_form_runs_from_the_cli_and_iopddl(tmp_path, example):
 
 def test_plan_text_parses_case_by_case():
     plan = parse(built_in_text("prove"), "prove")
-    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 7
+    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 8
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(1) == ["a", "c"]
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(4) == ["a", "b", "c"]
     assert Plan.of_backends(["a", "b", "c"], 2).stages(facts_of_any()) == (
