@@ -226,3 +226,81 @@ def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
     ended = time.monotonic()
     assert result.solution is not None and model.fits(result.solution)
     assert deadline - 2 * lns.TAIL <= ended <= deadline + 1.5, ended - start
+
+
+def test_a_walk_is_a_breadth_first_ball():
+    """On a chain of variables a walk's picks are consecutive (a ball around its
+    root, cut at the chain's ends); on separate chains it goes on from a new
+    root once its chain runs out, and it never picks more than asked."""
+    from types import SimpleNamespace
+
+    from maxshard.backends.lns import Graph
+
+    def chains(lengths):
+        u, v, start = [], [], 0
+        for n in lengths:
+            u += list(range(start, start + n - 1))
+            v += list(range(start + 1, start + n))
+            start += n
+        empty = np.zeros(0, dtype=np.int64)
+        return SimpleNamespace(
+            nv=start, m=len(u), edge_u=np.array(u), edge_v=np.array(v),
+            term_var=empty, term_usage=empty, term_off=np.zeros(1, dtype=np.int64),
+        )  # fmt: skip
+
+    graph = Graph(chains([50]))
+    rng = np.random.default_rng(0)
+    for size in (1, 7, 20, 49, 50, 80):
+        picked = graph.walk(rng, size)
+        assert len(picked) == min(size, 50) and len(set(picked.tolist())) == len(picked)
+        assert np.all(np.diff(picked) == 1)  # consecutive
+    graph = Graph(chains([5, 5, 5]))
+    picked = graph.walk(rng, 12)
+    assert len(picked) == 12
+    full = [c for c in range(3) if set(range(5 * c, 5 * c + 5)) <= set(picked.tolist())]
+    assert len(full) == 2  # two chains whole, then part of the third
+
+
+def test_a_walk_on_a_connected_graph_is_a_ball_around_some_root():
+    """Every variable nearer its root than the farthest pick is picked."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from maxshard.backends.lns import Graph
+
+    rng = np.random.default_rng(1)
+    n = 40
+    u = [int(rng.integers(k)) for k in range(1, n)] + rng.integers(0, n, 15).tolist()
+    v = list(range(1, n)) + rng.integers(0, n, 15).tolist()
+    pairs = sorted({(min(a, b), max(a, b)) for a, b in zip(u, v, strict=True) if a != b})
+    empty = np.zeros(0, dtype=np.int64)
+    model = SimpleNamespace(
+        nv=n, m=len(pairs), edge_u=np.array([a for a, _ in pairs]),
+        edge_v=np.array([b for _, b in pairs]),
+        term_var=empty, term_usage=empty, term_off=np.zeros(1, dtype=np.int64),
+    )  # fmt: skip
+    graph = Graph(model)
+    adj = {k: set() for k in range(n)}
+    for a, b in pairs:
+        adj[a].add(b)
+        adj[b].add(a)
+
+    def distances(root):
+        dist, queue = {root: 0}, deque([root])
+        while queue:
+            a = queue.popleft()
+            for b in adj[a] - dist.keys():
+                dist[b] = dist[a] + 1
+                queue.append(b)
+        return dist
+
+    for _ in range(20):
+        picked = set(graph.walk(rng, 15).tolist())
+        assert len(picked) == 15
+
+        def ball(root):
+            dist = distances(root)
+            radius = max(dist[p] for p in picked)
+            return all(p in picked for p, d in dist.items() if d < radius)
+
+        assert any(ball(r) for r in picked)
