@@ -450,7 +450,7 @@ def test_the_default_plan_gives_every_worker_a_backend():
 def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     """Past toulbar2's size the dual runs on one worker in every stage (its state
     carried on), the others search; small models keep the default plan, and
-    so do budgets of at most 30 s (the ascent gets nowhere in it) and, on two
+    so do budgets of at most 16 s (the ascent gets nowhere in it) and, on two
     workers, of at most 150 s (it costs the answers more than it bounds)."""
 
     def stages(model, workers, seconds=180.0):
@@ -464,7 +464,7 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     # up to 150 s on two workers: the default plan (the ascent would take half
     # the search); beyond two workers a short first stage (at most 60 s) runs
     # the multiplier loop, which dives
-    for seconds in (50.0, 150.0):
+    for seconds in (30.0, 50.0, 150.0):
         assert stages_for(Options(prove=True), LARGE, 2, seconds) == stages_for(
             Options(), LARGE, 2, seconds
         )
@@ -479,8 +479,9 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     ]
     assert stages(FEW_VARS, 3) == [["dual", "lagrange", "local", "local"]]
     assert stages(LARGE, 1) == [["dual"]]
-    short = stages_for(Options(), LARGE, 2, 30.0)
-    assert stages_for(Options(prove=True), LARGE, 2, 30.0) == short
+    short = stages_for(Options(), LARGE, 2, 15.0)
+    assert stages_for(Options(prove=True), LARGE, 2, 15.0) == short
+    assert short != stages_for(Options(), LARGE, 2, 30.0)  # the loops get 60% from 16 s
     assert [s.workers(2) for s in short] == [["lagrange", "lagrange-terms"], ["lns", "lns"]]
 
 
@@ -523,7 +524,7 @@ def test_a_run_logs_the_stages_of_its_plan(tmp_path):
         return [line.split(": ", 1)[1] for line in stages], ends[0] / ends[1]
 
     short, short_end = staged(text)
-    long, long_end = staged(text.replace("seconds_max = 30", "seconds_max = 0"))
+    long, long_end = staged(text.replace("seconds_max = 16", "seconds_max = 0"))
     assert short == long == ["lagrange, lagrange-terms; the switch at 50%", "lns, lns"]
     assert short_end < 0.8 * long_end  # the first stage: 35% against 60% of the time
 
