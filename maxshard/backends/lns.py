@@ -250,32 +250,25 @@ class Graph:
 
     def walk(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Up to ``size`` variables reached breadth-first over the edges from a
-        random one (each variable's neighbours in random order; a new random
-        root when the component runs out). A level at a time: its variables'
-        unseen neighbours, the first time each is met, make the next."""
+        random one (neighbours in random order; a new random root when the
+        component runs out)."""
         nv = self.model.nv
-        size = min(size, nv)
         seen = np.zeros(nv, dtype=bool)
-        picked: list[np.ndarray] = []
-        count = 0
-        while count < size:
+        picked: list[int] = []
+        while len(picked) < min(size, nv):
             root = int(rng.integers(nv))
             if seen[root]:
                 continue
             seen[root] = True
-            level = np.array([root], dtype=np.int64)
-            while len(level) and count < size:
-                picked.append(level[: size - count])
-                count += len(picked[-1])
-                lens = self.adj_off[level + 1] - self.adj_off[level]
-                nb = self.adj_other[np.repeat(self.adj_off[level], lens) + ranks(lens)]
-                parent = np.repeat(np.arange(len(level)), lens)
-                nb = nb[np.lexsort((rng.random(len(nb)), parent))]
+            queue = [root]
+            while queue and len(picked) < size:
+                v = queue.pop(0)
+                picked.append(v)
+                nb = self.adj_other[self.adj_off[v] : self.adj_off[v + 1]]
                 nb = nb[~seen[nb]]
-                first = np.unique(nb, return_index=True)[1]
-                level = nb[np.sort(first)]
-                seen[level] = True
-        return np.sort(np.concatenate(picked)) if picked else np.zeros(0, dtype=np.int64)
+                seen[nb] = True
+                queue.extend(rng.permutation(nb).tolist())
+        return np.array(sorted(picked), dtype=np.int64)
 
     def window(self, rng: np.random.Generator, load: np.ndarray, size: int) -> np.ndarray:
         """The ``size`` variables whose memory terms come nearest in time to a
