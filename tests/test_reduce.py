@@ -176,20 +176,11 @@ def test_dominance_of_lone_variables_matches_the_pairwise_rule(tmp_path, seed):
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 9, size=40)
-    problem = {
-        "problem": {
-            "name": "lone",
-            # few distinct numbers: many ties and dominated values
-            "nodes": {
-                "intervals": [[0, 5]] * len(sizes),
-                "costs": [rng.integers(0, 4, size=d).tolist() for d in sizes],
-                "usages": [rng.integers(1, 4, size=d).tolist() for d in sizes],
-            },
-            "edges": {"nodes": [], "costs": []},
-            "usage_limit": 10**9,
-        }
-    }
-    work = Work(read_instance(write_problem(tmp_path / "lone.json", problem)), clean=True)
+    # few distinct numbers: many ties and dominated values
+    costs = [rng.integers(0, 4, size=d).tolist() for d in sizes]
+    usages = [rng.integers(1, 4, size=d).tolist() for d in sizes]
+    prob = problem([[0, 5]] * len(sizes), costs, usages, [], [], 10**9)
+    work = Work(read_instance(write_problem(tmp_path / "lone.json", prob)), clean=True)
     lone = [v for v in range(len(work.unary)) if work.alive[v] and len(work.unary[v]) >= 2]
     assert lone and all(not work.nbrs[v] and len(work.terms[v]) == 1 for v in lone)
     before = {v: (work.unary[v].copy(), work.terms[v][0][2].copy()) for v in lone}
@@ -222,23 +213,12 @@ def test_dominance_of_connected_variables_matches_the_pairwise_rule(tmp_path, se
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 5, size=12)
     pairs = sorted({tuple(sorted(rng.choice(12, 2, replace=False).tolist())) for _ in range(14)})
-    problem = {
-        "problem": {
-            "name": "linked",
-            # few distinct numbers: many ties and dominated values
-            "nodes": {
-                "intervals": [[0, 5]] * len(sizes),
-                "costs": [rng.integers(0, 3, size=d).tolist() for d in sizes],
-                "usages": [rng.integers(1, 3, size=d).tolist() for d in sizes],
-            },
-            "edges": {
-                "nodes": [list(p) for p in pairs],
-                "costs": [rng.integers(0, 2, size=sizes[u] * sizes[v]).tolist() for u, v in pairs],
-            },
-            "usage_limit": 10**9,
-        }
-    }
-    inst = read_instance(write_problem(tmp_path / "linked.json", problem))
+    # few distinct numbers: many ties and dominated values
+    costs = [rng.integers(0, 3, size=d).tolist() for d in sizes]
+    usages = [rng.integers(1, 3, size=d).tolist() for d in sizes]
+    tables = [rng.integers(0, 2, size=sizes[u] * sizes[v]).tolist() for u, v in pairs]
+    prob = problem([[0, 5]] * len(sizes), costs, usages, [list(p) for p in pairs], tables, 10**9)
+    inst = read_instance(write_problem(tmp_path / "linked.json", prob))
     work = Work(inst)
     linked = [v for v in work.live_vars() if work.nbrs[v] and len(work.unary[v]) >= 2]
     assert linked

@@ -287,8 +287,14 @@ class Graph:
 
 def _segments(values: np.ndarray, off: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The CSR segments ``rows`` of ``values``, one after another."""
-    parts = [values[off[r] : off[r + 1]] for r in rows]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return values[_positions(off, rows)]
+
+
+def _positions(off: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Where the CSR segments ``rows`` lie (by ``off``), one after another."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lens = off[rows + 1] - off[rows]
+    return np.repeat(off[rows], lens) + ranks(lens)
 
 
 class Neighbourhood:
@@ -308,9 +314,8 @@ class Neighbourhood:
         sizes = model.dom_size[free]
         self.dom_off = offsets(sizes)
         # every (free variable, incident edge) pair, in adjacency order
-        lens = graph.adj_off[free + 1] - graph.adj_off[free]
-        at = np.repeat(graph.adj_off[free], lens) + ranks(lens)
-        i = np.repeat(np.arange(len(free)), lens)
+        at = _positions(graph.adj_off, free)
+        i = np.repeat(np.arange(len(free)), graph.adj_off[free + 1] - graph.adj_off[free])
         e, w = graph.adj_edge[at], graph.adj_other[at]
         first = model.edge_u[e] == free[i]
         fixed = index[w] < 0
@@ -324,8 +329,7 @@ class Neighbourhood:
         values = np.arange(int(self.dom_off[-1]))
         self.unary = saturating_sum(
             np.concatenate([values, np.repeat(self.dom_off[fi], d) + a]),
-            np.concatenate([model.unary[np.repeat(model.dom_off[free], sizes) + ranks(sizes)],
-                            model.edge_cost[entry]]),
+            np.concatenate([_segments(model.unary, model.dom_off, free), model.edge_cost[entry]]),
             len(values),
         )  # fmt: skip
         # between free variables: each table once, from its first end
@@ -346,8 +350,7 @@ class Neighbourhood:
         cfn = toulbar2.new_problem(float(ub), seed)
         unary = self.unary
         if extra is not None:
-            sizes = np.diff(self.dom_off)
-            more = extra[np.repeat(model.dom_off[self.free], sizes) + ranks(sizes)]
+            more = _segments(extra, model.dom_off, self.free)
             unary = saturate(saturate(unary) + saturate(more))  # no int64 overflow
         toulbar2.post(cfn, self.dom_off, unary, self.pair_i, self.pair_j, *self.tables())
         return cfn
@@ -356,7 +359,7 @@ class Neighbourhood:
         """The tables between free variables, flat (CSR offsets, entries)."""
         model, e = self.model, self.pair_edge
         lens = model.edge_off[e + 1] - model.edge_off[e]
-        return offsets(lens), model.edge_cost[np.repeat(model.edge_off[e], lens) + ranks(lens)]
+        return offsets(lens), _segments(model.edge_cost, model.edge_off, e)
 
 
 def improve(

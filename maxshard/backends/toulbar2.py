@@ -130,12 +130,8 @@ def upper_bound(cost: int) -> float:
     return ub if ub >= cost else math.nextafter(ub, math.inf)
 
 
-def float_costs(values: np.ndarray) -> list[float]:
+def float_costs(values: np.ndarray) -> np.ndarray:
     """Costs as toulbar2 takes them: doubles, forbidden ones infinite (hard)."""
-    return _float_array(values).tolist()
-
-
-def _float_array(values: np.ndarray) -> np.ndarray:
     out = values.astype(np.float64)
     out[values >= FORBIDDEN] = math.inf
     return out
@@ -170,10 +166,10 @@ def post(
     work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes):
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
-    costs, off = float_costs(unary), dom_off.tolist()
+    costs, off = float_costs(unary).tolist(), dom_off.tolist()
     for i in range(len(sizes)):
         wcsp.postUnaryConstraint(i, costs[off[i] : off[i + 1]], False)
-    table_costs = _float_array(tables)
+    table_costs = float_costs(tables)  # each table converted to a list as it is posted
     bounds = table_off.tolist()
     for k, (i, j) in enumerate(zip(edge_i.tolist(), edge_j.tolist(), strict=True)):
         wcsp.postBinaryConstraint(i, j, table_costs[bounds[k] : bounds[k + 1]].tolist(), False)

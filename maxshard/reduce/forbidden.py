@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..instance import FORBIDDEN
-from ..model import offsets
-from .work import NoCleanSolution, Work
+from .work import NoCleanSolution, Work, largest
 
 
 def prune_forbidden(work: Work) -> int:
@@ -21,20 +20,14 @@ def prune_forbidden(work: Work) -> int:
     removed = 0
     unary = [v for v in work.ac_unary if work.alive[v]]
     work.ac_unary = set()
-    if unary:
-        sizes = np.array([len(work.unary[v]) for v in unary], dtype=np.int64)
-        most = np.maximum.reduceat(np.concatenate([work.unary[v] for v in unary]),
-                                   offsets(sizes)[:-1])  # fmt: skip
-        for v in (unary[i] for i in np.flatnonzero(most >= FORBIDDEN).tolist()):
-            removed += _keep(work, v, work.unary[v] < FORBIDDEN)
+    most = largest([work.unary[v] for v in unary])
+    for v in (unary[i] for i in np.flatnonzero(most >= FORBIDDEN).tolist()):
+        removed += _keep(work, v, work.unary[v] < FORBIDDEN)
     while work.ac_queue:
         queued = [key for key in work.ac_queue if key in work.tables]
         work.ac_queue = set()
         for key in work.holding_forbidden(queued):
-            t = work.tables.get(key)
-            if t is None:
-                continue
-            allowed = t < FORBIDDEN
+            allowed = work.tables[key] < FORBIDDEN  # (restricting never drops a table)
             rows, cols = allowed.any(axis=1), allowed.any(axis=0)
             if not rows.all():
                 removed += _keep(work, key[0], rows)

@@ -244,12 +244,7 @@ class Work:
     def holding_forbidden(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """The keys among ``keys`` whose tables hold a forbidden entry, found by one
         reduction over all of them (most tables hold none: on N and U not one)."""
-        tables = [self.tables[k] for k in keys]
-        if not tables:
-            return []
-        sizes = np.array([t.size for t in tables], dtype=np.int64)
-        flat = np.concatenate([t.ravel() for t in tables])
-        most = np.maximum.reduceat(flat, offsets(sizes)[:-1])
+        most = largest([self.tables[k].ravel() for k in keys])
         return [keys[i] for i in np.flatnonzero(most >= FORBIDDEN).tolist()]
 
     def next_round(self) -> None:
@@ -406,6 +401,14 @@ def lexicographic_cost(inst: Instance) -> int:
 def _saturated(a: np.ndarray) -> np.ndarray:
     """``saturate(a)``, without the copy when nothing is above the sentinel (the norm)."""
     return a if not len(a) or a.max() <= FORBIDDEN else saturate(a)
+
+
+def largest(arrays: list[np.ndarray]) -> np.ndarray:
+    """The largest entry of each of ``arrays`` (none empty), by one reduction."""
+    if not arrays:
+        return np.zeros(0, dtype=np.int64)
+    sizes = np.array([len(a) for a in arrays], dtype=np.int64)
+    return np.maximum.reduceat(np.concatenate(arrays), offsets(sizes)[:-1])
 
 
 def profile(terms: list[tuple[int, int, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
