@@ -1,4 +1,4 @@
-"""The one interface every solver backend implements, and their discovery.
+"""The one interface every solver backend implements.
 
 A backend is any object with a ``name``, ``capabilities`` and a ``solve``
 method::
@@ -37,14 +37,14 @@ third-party plugin would::
 
     [project.entry-points."maxshard.backends"]
     mybackend = "my_package.module:MyBackend"
+
+:mod:`maxshard.registry` finds and loads them by name.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -194,47 +194,3 @@ def ascent_elsewhere(report: Report) -> bool:
 
 class BackendError(ValueError):
     """A backend that cannot be loaded or used."""
-
-
-def available() -> dict[str, object]:
-    """Backends by name, not yet loaded: the registered entry points, then the
-    command-line solvers declared in config files or with ``--solver``
-    (:mod:`maxshard.backends.external`; a declared name hides an entry point)."""
-    from .backends.external import declared
-
-    found: dict[str, object] = {ep.name: ep for ep in entry_points(group=GROUP)}
-    found.update(declared())
-    return found
-
-
-def _unknown(name: str, eps: dict) -> BackendError:
-    known = ", ".join(sorted(eps)) or "none"
-    return BackendError(f"unknown backend {name!r} (known: {known})")
-
-
-def check_names(names: Iterable[str]) -> None:
-    """Raise BackendError naming the first of ``names`` that is not registered."""
-    eps = available()
-    for name in names:
-        if name not in eps:
-            raise _unknown(name, eps)
-
-
-def load(name: str) -> Backend:
-    """Import and instantiate backend ``name``; BackendError says why not."""
-    from .backends.external import External, Spec
-
-    eps = available()
-    if name not in eps:
-        raise _unknown(name, eps)
-    if isinstance(eps[name], Spec):
-        return External(eps[name])
-    try:
-        backend = eps[name].load()()
-    except BackendError:
-        raise
-    except Exception as exc:  # a broken plugin must never take the solver down
-        raise BackendError(f"backend {name!r} failed to load: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(backend, Backend):
-        raise BackendError(f"backend {name!r} does not implement the Backend interface")
-    return backend

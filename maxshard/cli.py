@@ -87,8 +87,9 @@ def choose_plan(
 ) -> Plan | None:
     """The plan of ``--plan FILE`` or ``-b NAME ...`` (None: the built-in one);
     a UsageError names what is wrong with it, before any solving."""
-    from .backend import BackendError, check_names
+    from .backend import BackendError
     from .orchestrate.plan import choose
+    from .registry import check_names
 
     try:
         check_names(backends or [])
@@ -386,8 +387,9 @@ def backends_cmd(solver: SolverOption = None) -> None:
     """List the backends, their capabilities and where they come from: the
     installed ones (entry points) and the command-line solvers declared in
     $MAXSHARD_SOLVERS, ~/.config/maxshard/solvers.toml or with --solver."""
-    from .backend import BackendError, available, load
+    from .backend import BackendError
     from .backends.external import Spec
+    from .registry import available, load
 
     try:
         _declare(solver)
@@ -705,7 +707,7 @@ def compare_cmd(
 
 
 def _available() -> dict:
-    from .backend import available
+    from .registry import available
 
     return available()
 

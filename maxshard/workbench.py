@@ -84,8 +84,8 @@ def plan_file(name: str) -> str | None:
 def check_backends(names: Iterable[str]) -> None:
     """Raise (BackendError or PlanError, both ValueErrors) on the first name that
     is neither a backend nor a plan that can be read, before any run."""
-    from .backend import check_names
     from .orchestrate import load
+    from .registry import check_names
 
     for name in names:
         if (file := plan_file(name)) is not None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import maxshard
-from maxshard import backend as backends
+from maxshard import registry
 from maxshard.backend import Status
 from maxshard.evaluate import evaluate
 from maxshard.reader import read_instance
@@ -31,7 +31,7 @@ def _solves_to_contest_optimum(inst, name, seed):
         assert expected is None
         return None
     found = Recorder()
-    result = backends.load(name).solve(model, time.monotonic() + 30, None, found, seed)
+    result = registry.load(name).solve(model, time.monotonic() + 30, None, found, seed)
     if expected is None:
         assert result.status is Status.INFEASIBLE
         return None
@@ -122,7 +122,7 @@ def test_exact_backends_on_cuts_of_real_benchmarks(cuts, name):
     assert len(cuts) >= 4
     for label, model in cuts:
         best = model_optimum(model)
-        result = backends.load(name).solve(model, time.monotonic() + 30, None, Recorder(), 0)
+        result = registry.load(name).solve(model, time.monotonic() + 30, None, Recorder(), 0)
         if best is None:
             assert result.status is Status.INFEASIBLE, label
         else:
@@ -136,7 +136,7 @@ def test_highs_streams_improving_solutions_as_it_finds_them(tmp_path):
     inst = generated(tmp_path, 3, nodes=70, max_strategies=6, forbidden=0.0, tightness=0.1)
     model = reduce(inst)
     found = Recorder()
-    result = backends.load("highs").solve(model, time.monotonic() + 60, None, found, 0)
+    result = registry.load("highs").solve(model, time.monotonic() + 60, None, found, 0)
     costs = [model.cost(x) for x in found.solutions]
     assert result.status is Status.OPTIMAL and costs[-1] == result.lower_bound
     assert len(costs) >= 3 and costs == sorted(costs, reverse=True)

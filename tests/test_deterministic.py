@@ -12,11 +12,11 @@ import pytest
 
 import maxshard
 from maxshard import work
-from maxshard.backend import load
 from maxshard.evaluate import evaluate
 from maxshard.generate import cut, generate, to_problem, write_problem
 from maxshard.reader import read_instance
 from maxshard.reduce import reduce
+from maxshard.registry import load
 
 from .conftest import BENCHMARKS, EXAMPLE, Recorder, generated
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from maxshard.backend import BackendError, load
+from maxshard.backend import BackendError
 from maxshard.backends.external import Spec, parse_inline
 from maxshard.evaluate import evaluate
 from maxshard.generate import generate
 from maxshard.reader import read_instance
+from maxshard.registry import load
 
 from .conftest import contest_optimum, write_problem
 

@@ -14,6 +14,7 @@ import pytest
 
 import maxshard
 from maxshard import backend as backends
+from maxshard import registry
 from maxshard.backend import GROUP, BackendError, Capabilities, Result, Status, context, shared_best
 from maxshard.evaluate import evaluate
 from maxshard.orchestrate import Best, Options, Plan, Stage, built_in, run_backends, solve
@@ -146,7 +147,7 @@ class Listener(Hang):
 
 @pytest.fixture
 def fake_plugins(monkeypatch):
-    real = backends.available()
+    real = registry.available()
     fakes = {
         "hang": EntryPoint("hang", "tests.test_orchestrate:Hang", GROUP),
         "crash": EntryPoint("crash", "tests.test_orchestrate:Crash", GROUP),
@@ -162,14 +163,14 @@ def fake_plugins(monkeypatch):
         "oldstyle": EntryPoint("oldstyle", "tests.test_orchestrate:OldStyle", GROUP),
         "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
     }
-    monkeypatch.setattr(backends, "available", lambda: {**real, **fakes})
+    monkeypatch.setattr(registry, "available", lambda: {**real, **fakes})
 
 
 def test_unknown_and_broken_backends_are_clear_errors(fake_plugins):
     with pytest.raises(BackendError, match="unknown backend 'nope' .*known: .*local"):
-        backends.load("nope")
+        registry.load("nope")
     with pytest.raises(BackendError, match="failed to load: ModuleNotFoundError"):
-        backends.load("missing")
+        registry.load("missing")
 
 
 @pytest.mark.parametrize("plan", [["hang"], ["crash"], ["missing"], ["crash", "hang"]])
@@ -630,6 +631,7 @@ import time
 from pathlib import Path
 
 from maxshard import backend as b
+from maxshard import registry
 
 
 class Joiner:
@@ -643,7 +645,7 @@ class Joiner:
             x = ctx.best()
             if x is not None and model.cost(x) != start:  # a peer's, not the start
                 Path(os.environ["JOINER_NOTES"]).write_text(str(model.cost(x)))
-                exact = b.load("toulbar2").solve(model, deadline, x, ctx, seed)
+                exact = registry.load("toulbar2").solve(model, deadline, x, ctx, seed)
                 return b.Result(b.Status.FEASIBLE, exact.solution)
             time.sleep(0.01)
         return b.Result(b.Status.UNKNOWN)
@@ -733,9 +735,9 @@ def test_the_readme_plugin_cooperates_in_a_plan(tmp_path, monkeypatch):
     module = tmp_path / "readme_polish.py"
     module.write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
-    real = backends.available()
+    real = registry.available()
     polish = EntryPoint("polish", "readme_polish:Polish", GROUP)
-    monkeypatch.setattr(backends, "available", lambda: {**real, "polish": polish})
+    monkeypatch.setattr(registry, "available", lambda: {**real, "polish": polish})
     inst, model, best, x = _started(tmp_path)
     carry: dict = {}
     run_backends(model, best, ["polish", "local"], time.monotonic() + 2.0, workers=2, carry=carry)

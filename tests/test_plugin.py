@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from maxshard import backend as backends
+from maxshard import registry
 from maxshard.backend import Status
 from maxshard.evaluate import evaluate
 from maxshard.reduce import Infeasible, reduce
@@ -14,7 +14,7 @@ from maxshard.reduce import Infeasible, reduce
 from .conftest import EXAMPLE, brute_force, generated
 
 pytestmark = pytest.mark.skipif(
-    "cpsat" not in backends.available(), reason="pip install ./plugins/maxshard-cpsat"
+    "cpsat" not in registry.available(), reason="pip install ./plugins/maxshard-cpsat"
 )
 
 
@@ -41,7 +41,7 @@ def test_cpsat_matches_brute_force(tmp_path, seed):
         model = reduce(inst)
     except Infeasible:
         return
-    result = backends.load("cpsat").solve(model, time.monotonic() + 20, None, lambda x: None)
+    result = registry.load("cpsat").solve(model, time.monotonic() + 20, None, lambda x: None)
     if best is None:
         assert (
             result.status is Status.INFEASIBLE

@@ -107,8 +107,10 @@ def test_workers_beside_the_dual_are_told_it_climbs_the_ascent(tmp_path, monkeyp
             (probes / f"{self.label}-{seed}").write_text(str(told))
             return backends.Result(backends.Status.UNKNOWN)
 
-    real = backends.load
-    monkeypatch.setattr(backends, "load", lambda n: Probe(n) if n.startswith("p") else real(n))
+    from maxshard import registry
+
+    real = registry.load
+    monkeypatch.setattr(registry, "load", lambda n: Probe(n) if n.startswith("p") else real(n))
     deadline = time.monotonic() + 3
     run_backends(model, Best(inst, lambda _m: None), ["dual", "p1", "p2"], deadline, workers=3)
     run_backends(model, Best(inst, lambda _m: None), ["p3"], deadline, seed=5, workers=1)

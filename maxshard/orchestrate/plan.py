@@ -249,7 +249,8 @@ def _names(value: Any, key: str, where: str) -> tuple[str, ...]:
 
 def load(path: str | Path) -> Plan:
     """Read a plan file and check that every backend it names is known."""
-    from ..backend import BackendError, check_names
+    from ..backend import BackendError
+    from ..registry import check_names
 
     path = Path(path)
     try:

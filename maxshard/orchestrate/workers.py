@@ -32,9 +32,8 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from .. import backend as backends
-from .. import work
-from ..backend import Context
+from .. import registry, work
+from ..backend import BackendError, Capabilities, Context
 from ..model import Model
 from ..output import stdout_to
 
@@ -156,7 +155,7 @@ class WorkerContext(Context):
 def _worker(name, model, deadline, incumbent, seed, conn, shared, given, det) -> None:
     with stdout_to():
         try:
-            backend = backends.load(name)
+            backend = registry.load(name)
             replies = det[2] if det else None
             ctx = WorkerContext(conn, shared, replies, **given)
             if det:
@@ -211,17 +210,17 @@ def start(
     return job
 
 
-def capabilities(name: str) -> backends.Capabilities:
+def capabilities(name: str) -> Capabilities:
     """What backend ``name`` declares (nothing, if it cannot be loaded: its
     worker will say why)."""
     try:
-        caps = backends.load(name).capabilities
-        return caps if isinstance(caps, backends.Capabilities) else NOTHING
-    except (backends.BackendError, AttributeError):
+        caps = registry.load(name).capabilities
+        return caps if isinstance(caps, Capabilities) else NOTHING
+    except (BackendError, AttributeError):
         return NOTHING
 
 
-NOTHING = backends.Capabilities(exact=False, anytime=False, memory=False, lower_bound=False)
+NOTHING = Capabilities(exact=False, anytime=False, memory=False, lower_bound=False)
 
 
 def available_cores() -> int:
