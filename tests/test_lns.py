@@ -137,39 +137,77 @@ def test_priced_move_trades_memory_with_variables_outside_the_neighbourhood(tmp_
     assert improve(model, graph, x, model.load(x), free, 0, deadline) is None
     rng = np.random.default_rng(0)
     search = Search(model, 0)
-    pen = Price(model, model.cost(x)).penalties(1.0)  # a unit of usage costs 1
+    load = model.load(x)
+    pen = Price(model, model.cost(x)).penalties(1.0, load)  # a unit of usage costs 1
     y = priced(model, graph, search, x, free, pen, rng, deadline)
     assert y is not None and model.fits(y) and model.cost(y) == 1
     assert evaluate(inst, model.reconstruct(y)).cost == 1
     # priced so high that using more memory never pays: nothing cheaper at that price
-    dear = Price(model, model.cost(x)).penalties(100.0)
+    dear = Price(model, model.cost(x)).penalties(100.0, load)
     assert priced(model, graph, search, x, free, dear, rng, deadline) is None
 
 
 def test_price_follows_the_draws_that_gained(tmp_path):
     _, model = _trade(tmp_path)
     price = Price(model, 10**6)
-    start = price.centre()
+    start, slack = price.centre()
     assert start == pytest.approx(2 * 10**6 / model.limit)
+    assert slack == pytest.approx(2**price.SLACK_START)
     rng = np.random.default_rng(0)
     for _ in range(200):
-        lam, step = price.draw(rng)
+        lam, drawn, step = price.draw(rng)
         assert start / 2**1.5 - 1e-9 <= lam <= start * 2**1.5 + 1e-9
-    price.learn(1.0, 100)  # a gain above the centre: the centre rises by RATE * step
-    assert price.centre() == pytest.approx(start * 2**price.RATE)
-    price.learn(-1.0, 100)  # as large a gain below it: back where it was
-    assert price.centre() == pytest.approx(start)
+        assert slack / 2**price.SLACK_SPREAD - 1e-9 <= drawn <= 1.0
+    up = np.array([1.0, 1.0])
+    price.learn(up, 100)  # a gain above the centre: the centre rises by RATE * step
+    assert price.centre() == pytest.approx((start * 2**price.RATE, slack * 2**price.RATE))
+    price.learn(-up, 100)  # as large a gain below it: back where it was
+    assert price.centre() == pytest.approx((start, slack))
     for _ in range(18):
-        price.learn(0.0, 100)
-    price.learn(1.0, 10**9)  # an outsized gain moves it 4 steps' worth, no more
-    assert price.centre() == pytest.approx(start * 2 ** (4 * price.RATE))
-    pen = price.penalties(2.0)
+        price.learn(np.zeros(2), 100)
+    price.learn(np.array([1.0, 0.0]), 10**9)  # an outsized gain moves it 4 steps' worth
+    assert price.centre() == pytest.approx((start * 2 ** (4 * price.RATE), slack))
+    price.learn(np.array([0.0, 3.0]), 10**9)  # the slack never passes the whole limit
+    assert price.centre()[1] == 1.0
+    pen = price.penalties(2.0, model.base)
     # each value pays the price times its usage over its term's share of the points
     for k in range(len(model.term_var)):
         v = model.term_var[k]
         share = (model.term_hi[k] - model.term_lo[k]) / len(model.base)
         got = pen[model.dom_off[v] : model.dom_off[v + 1]]
         assert np.array_equal(got, np.floor(2.0 * share * model.usage_of(k)).astype(np.int64))
+
+
+def test_memory_is_priced_only_where_the_load_comes_within_the_slack_of_the_limit(tmp_path):
+    model = reduced_or_skip(generated(tmp_path, 4, nodes=80, tightness=0.6))
+    if model.limit is None or len(model.base) < 2:
+        pytest.skip("no memory constraint over several points after presolve")
+    x = model.min_usage_solution()
+    load = model.load(x)
+    price = Price(model, model.cost(x))
+    everywhere = price.penalties(3.0, load)
+    mixed = 0
+    # none, the points loaded above the median, all
+    for slack in (0.0, 1 - float(np.median(load)) / model.limit, 1.0):
+        tight = load >= (1 - slack) * model.limit
+        pen = price.penalties(3.0, load, slack)
+        assert (pen <= everywhere).all()
+        want = np.zeros(len(pen))
+        for k in range(len(model.term_var)):  # each value: over its variable's terms
+            v = model.term_var[k]
+            share = tight[model.term_lo[k] : model.term_hi[k]].sum() / len(model.base)
+            want[model.dom_off[v] : model.dom_off[v + 1]] += 3.0 * share * model.usage_of(k)
+        assert np.array_equal(pen, np.floor(want).astype(np.int64))
+        far = np.bincount(model.term_var, minlength=model.nv) > 0  # with terms, all of them
+        held = far.sum()  # missing every tight point:
+        for k in range(len(model.term_var)):
+            far[model.term_var[k]] &= not tight[model.term_lo[k] : model.term_hi[k]].any()
+        for v in np.flatnonzero(far):  # memory where the load is far below the limit is free
+            assert not pen[model.dom_off[v] : model.dom_off[v + 1]].any()
+        assert slack < 1 or not far.any()  # the whole limit: every point priced
+        mixed += 0 < far.sum() < held
+    assert mixed  # a slack that prices some variables and not others
+    assert np.array_equal(price.penalties(3.0, load, 1.0), everywhere)
 
 
 @pytest.mark.parametrize("seed", range(3))

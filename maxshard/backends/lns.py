@@ -27,8 +27,9 @@ The loop:
 3. solve it, priced (:attr:`LNS.priced_share` of the moves, where memory
    binds) or exact, and keep the result if it is cheaper and fits;
 4. exact moves: grow the neighbourhood while toulbar2 finishes quickly, shrink
-   it when it runs into its time limit; priced moves: draw the size and the
-   price at random around a centre that follows the moves that gained.
+   it when it runs into its time limit; priced moves: draw the size, the
+   price and how near the limit a point is priced at random around a centre
+   that follows the moves that gained.
 
 Every solution it reports fits in memory and is re-costed exactly here and by
 the caller.
@@ -110,8 +111,10 @@ class LNS:
             started = work.now()
             if search is not None and price is not None and rng.random() < self.priced_share:
                 free = graph.walk(rng, int(self.priced_size * 2 ** rng.uniform(-1, 1)))
-                lam, step = price.draw(rng)
-                pen = price.penalties(lam)
+                lam, slack, step = price.draw(rng)
+                if 2 * len(free) > model.nv:  # most of the model: price every point
+                    slack, step[1] = 1.0, 0.0
+                pen = price.penalties(lam, load, slack)
                 trial = priced(model, graph, search, x, free, pen, rng, deadline)
             else:
                 step = None
@@ -136,7 +139,8 @@ class LNS:
                         file=sys.stderr,
                     )
             if price is not None:
-                print(f"lns price centre {price.centre():.4g}", file=sys.stderr)
+                lam, slack = price.centre()
+                print(f"lns price centre {lam:.4g}, slack {slack:.3g}", file=sys.stderr)
         return Result(Status.FEASIBLE, x)
 
     def _exact_move(
@@ -172,48 +176,75 @@ class LNS:
 class Price:
     """The price per unit of memory usage of the priced moves, learned online.
 
-    A value pays ``lam`` times its usage times the share of the kept points
-    its term spans (a uniform multiplier on every point). Too low a price and
-    the neighbourhood takes cheap values that overflow, which the repair then
-    pays dearly to undo; too high and it keeps what it has. Each move draws
-    ``log2 lam`` uniformly within ``SPREAD`` of a centre; a move that gained
-    pulls the centre toward its draw, in proportion to its gain relative to
-    the recent gains (a smoothed-gradient step on the expected gain). The
-    centre starts at twice the cost per unit of the usage limit.
+    Memory is paid for only where it is scarce: at the kept points whose load
+    (in the current solution) comes within ``slack`` (a share of the limit) of
+    the limit. A value pays ``lam`` times its usage times the share of all
+    kept points that are such points in its term's span; memory used where the
+    load is far below the limit is free (with ``slack`` 1 every point counts:
+    a uniform price). Too low a price and the neighbourhood takes cheap values
+    that overflow, which the repair then pays dearly to undo; too high and it
+    keeps what it has; a uniform price also charges a change that fills the
+    idle points, which the limit does not. Each move draws ``log2 lam`` and
+    ``log2 slack`` uniformly around a centre; a move that gained pulls the
+    centre toward its draw, in proportion to its gain relative to the recent
+    gains (a smoothed-gradient step on the expected gain). The price starts at
+    twice the cost per unit of the usage limit, the slack at a quarter.
 
     Measured with priced moves alone, from the best solutions of the first
-    stage at half the limits, one worker, 25-36 s: the best fixed prices differ
-    by model (U about 3, N 3-10, S 10-20; M barely gains at any), and the
-    learned one (two seeds, 36 s) reached S 1.541-1.553e9, N 1.988-1.989e11,
-    U 2.268-2.302e9, as good as the best fixed price or better.
+    stage at half the limits, one worker, 25-36 s, uniform price: the best
+    fixed prices differ by model (U about 3, N 3-10, S 10-20; M barely gains
+    at any), and the learned one (two seeds, 36 s) reached S 1.541-1.553e9, N
+    1.988-1.989e11, U 2.268-2.302e9, as good as the best fixed price or better.
+    The slack: on N, the gain from a 18 s run's answer to a 180 s run's is one
+    change of 56 variables (1.1%) that overflows only at 7 of 36,023 points
+    and raises the load by up to 38% of the limit at others, with 3,074 more
+    variables changed around it. From the same start (the multiplier loop's
+    best after 7-8 s), 10 s of this backend alone, seeds 0-5 (M, S, U 0-3):
+    N 2.133e11 uniform, 2.100e11 learned from 2^-3.5, 2.116e11 from 2^-2;
+    M 5.010e10 uniform, 4.995e10 learned (M's loads stay below 90% of the
+    limit there: memory nearly free pays); S 1.5364e9 uniform, 1.5359e9 from
+    2^-2, 1.5428e9 from 2^-5; U within its noise (2.36-2.41e9 each way). On V
+    (333 variables: a priced move frees nearly all of them, and only 2 of its
+    407 points are loaded above half the limit) pricing the tight points alone
+    lost (3 of 6 seeds worse, none better), so a neighbourhood of most of the
+    model is priced at every point.
     """
 
-    SPREAD = 1.5
+    #: log2 of the price: drawn within SPREAD of the centre; log2 of the slack:
+    #: within SLACK_SPREAD of its centre, which starts at SLACK_START (at most 0)
+    SPREAD, SLACK_SPREAD, SLACK_START = 1.5, 3.5, -2.0
     RATE = 0.25
 
     def __init__(self, model: Model, cost: int) -> None:
         self.model = model
         assert model.limit is not None
-        self.log_centre = math.log2(max(cost, 1) / max(model.limit, 1)) + 1
-        self.span = (model.term_hi - model.term_lo) / max(1, len(model.base))
+        start = math.log2(max(cost, 1) / max(model.limit, 1)) + 1
+        self.at = np.array([start, self.SLACK_START])  # log2 of (price, slack)
         self.gains: list[int] = []
 
-    def centre(self) -> float:
-        return 2.0**self.log_centre
+    def centre(self) -> tuple[float, float]:
+        return 2.0 ** self.at[0], 2.0 ** min(self.at[1], 0.0)
 
-    def draw(self, rng: np.random.Generator) -> tuple[float, float]:
-        """(a price, its offset from the centre in log2 units)."""
-        step = float(rng.uniform(-self.SPREAD, self.SPREAD))
-        return 2.0 ** (self.log_centre + step), step
+    def draw(self, rng: np.random.Generator) -> tuple[float, float, np.ndarray]:
+        """(a price, a slack, their offsets from the centre in log2 units)."""
+        step = rng.uniform(-1, 1, 2) * (self.SPREAD, self.SLACK_SPREAD)
+        lam, slack = 2.0 ** (self.at + step)
+        return float(lam), min(float(slack), 1.0), step
 
-    def learn(self, step: float, gain: int) -> None:
+    def learn(self, step: np.ndarray, gain: int) -> None:
         self.gains.append(gain)
         recent = float(np.mean(self.gains[-20:]))
-        self.log_centre += self.RATE * step * min(gain / recent, 4.0)
+        self.at += self.RATE * step * min(gain / recent, 4.0)
+        self.at[1] = min(self.at[1], 0.0)
 
-    def penalties(self, lam: float) -> np.ndarray:
-        """Per value (int64): its price at ``lam``."""
-        return whole(term_penalties(self.model, lam * self.span))
+    def penalties(self, lam: float, load: np.ndarray, slack: float = 1.0) -> np.ndarray:
+        """Per value (int64): its price at ``lam`` on the points loaded within
+        ``slack`` (a share of the limit) of the limit; elsewhere memory is free."""
+        model = self.model
+        assert model.limit is not None
+        tight = np.concatenate([[0], np.cumsum(load >= (1 - slack) * model.limit)])
+        share = (tight[model.term_hi] - tight[model.term_lo]) / max(1, len(model.base))
+        return whole(term_penalties(model, lam * share))
 
 
 class Graph:
