@@ -155,9 +155,12 @@ def test_price_follows_the_draws_that_gained(tmp_path):
     assert slack == pytest.approx(2**price.SLACK_START)
     rng = np.random.default_rng(0)
     for _ in range(200):
-        lam, drawn, step = price.draw(rng)
+        lam, drawn, step = price.draw(rng, 1)
         assert start / 2**1.5 - 1e-9 <= lam <= start * 2**1.5 + 1e-9
         assert slack / 2**price.SLACK_SPREAD - 1e-9 <= drawn <= 1.0
+        # a neighbourhood of the whole model: every point priced, the slack not learned
+        _, drawn, step = price.draw(rng, model.nv)
+        assert drawn == 1.0 and step[1] == 0.0
     up = np.array([1.0, 1.0])
     price.learn(up, 100)  # a gain above the centre: the centre rises by RATE * step
     assert price.centre() == pytest.approx((start * 2**price.RATE, slack * 2**price.RATE))
@@ -198,9 +201,9 @@ def test_memory_is_priced_only_where_the_load_comes_within_the_slack_of_the_limi
             share = tight[model.term_lo[k] : model.term_hi[k]].sum() / len(model.base)
             want[model.dom_off[v] : model.dom_off[v + 1]] += 3.0 * share * model.usage_of(k)
         assert np.array_equal(pen, np.floor(want).astype(np.int64))
-        far = np.bincount(model.term_var, minlength=model.nv) > 0  # with terms, all of them
-        held = far.sum()  # missing every tight point:
-        for k in range(len(model.term_var)):
+        far = np.bincount(model.term_var, minlength=model.nv) > 0  # variables with terms
+        held = far.sum()
+        for k in range(len(model.term_var)):  # ... whose terms miss every tight point
             far[model.term_var[k]] &= not tight[model.term_lo[k] : model.term_hi[k]].any()
         for v in np.flatnonzero(far):  # memory where the load is far below the limit is free
             assert not pen[model.dom_off[v] : model.dom_off[v + 1]].any()

@@ -111,9 +111,7 @@ class LNS:
             started = work.now()
             if search is not None and price is not None and rng.random() < self.priced_share:
                 free = graph.walk(rng, int(self.priced_size * 2 ** rng.uniform(-1, 1)))
-                lam, slack, step = price.draw(rng)
-                if 2 * len(free) > model.nv:  # most of the model: price every point
-                    slack, step[1] = 1.0, 0.0
+                lam, slack, step = price.draw(rng, len(free))
                 pen = price.penalties(lam, load, slack)
                 trial = priced(model, graph, search, x, free, pen, rng, deadline)
             else:
@@ -225,10 +223,14 @@ class Price:
     def centre(self) -> tuple[float, float]:
         return 2.0 ** self.at[0], 2.0 ** min(self.at[1], 0.0)
 
-    def draw(self, rng: np.random.Generator) -> tuple[float, float, np.ndarray]:
-        """(a price, a slack, their offsets from the centre in log2 units)."""
+    def draw(self, rng: np.random.Generator, size: int) -> tuple[float, float, np.ndarray]:
+        """(a price, a slack, their offsets from the centre in log2 units) for a
+        neighbourhood of ``size`` variables; one of most of the model is priced
+        at every point (slack 1, its offset 0: nothing learned about the slack)."""
         step = rng.uniform(-1, 1, 2) * (self.SPREAD, self.SLACK_SPREAD)
         lam, slack = 2.0 ** (self.at + step)
+        if 2 * size > self.model.nv:
+            slack, step[1] = 1.0, 0.0
         return float(lam), min(float(slack), 1.0), step
 
     def learn(self, step: np.ndarray, gain: int) -> None:
