@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from .instance import Instance
+from .nogc import paused
 
 # Any non-negative 64-bit integer, as the contest allows; sums are taken exactly
 # (evaluate.py) and memory is brought into a safe range by presolve (reduce/work.py, memory_units).
@@ -79,17 +80,20 @@ def parse_instance(data: bytes, label: str = "problem") -> Instance:
     """Validate the contents of a problem file (plain or gzipped JSON); ``label``
     names it in error messages."""
     data = _gunzip(data, label)
-    try:
-        problem = msgspec.json.decode(data, type=_File).problem
-    except msgspec.ValidationError as exc:
-        raise InputError(f"{label}: invalid instance: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{label}: malformed JSON: {exc}") from None
-    del data
-    try:
-        return _to_arrays(problem)
-    except InputError as exc:
-        raise InputError(f"{label}: {exc}") from None
+    with paused():  # the decoded lists hold no cycles (see nogc.py)
+        try:
+            problem = msgspec.json.decode(data, type=_File).problem
+        except msgspec.ValidationError as exc:
+            raise InputError(f"{label}: invalid instance: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise InputError(f"{label}: malformed JSON: {exc}") from None
+        del data
+        try:
+            inst = _to_arrays(problem)
+        except InputError as exc:
+            raise InputError(f"{label}: {exc}") from None
+        del problem  # freed here, else the collector's first pass after would walk it
+    return inst
 
 
 def _flatten(rows: list[list[int]], total: int) -> np.ndarray:

@@ -48,6 +48,7 @@ from collections.abc import Callable
 
 from ..instance import Instance
 from ..model import Model
+from ..nogc import paused
 from .degree2 import eliminate_degree2
 from .dominated import prune_dominated
 from .fold import fold_fixed, fold_isolated, fold_leaves, fold_separable, merge_functional
@@ -107,13 +108,14 @@ def reduce(
     ``passes=False`` only time compression and edge merging happen (one
     variable per node), for comparisons.
     """
-    if not passes:
-        return _run(inst, (), log, 0)
-    try:
-        return _run(inst, PASSES, log, max_rounds)
-    except (NoCleanSolution, Infeasible):
-        plain = tuple(p for p in PASSES if p not in CLEAN_PASSES)
-        return _run(inst, plain, log, max_rounds)
+    with paused():  # its per-variable lists hold no cycles (see nogc.py)
+        if not passes:
+            return _run(inst, (), log, 0)
+        try:
+            return _run(inst, PASSES, log, max_rounds)
+        except (NoCleanSolution, Infeasible):
+            plain = tuple(p for p in PASSES if p not in CLEAN_PASSES)
+            return _run(inst, plain, log, max_rounds)
 
 
 def _run(inst: Instance, passes: tuple[Pass, ...], log: PassLog | None, max_rounds: int) -> Model:
