@@ -63,18 +63,13 @@ def usage_profile(inst: Instance, sol: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
     Levels are int64 while the chosen usages cannot add up past 2**62, else
     Python ints (usages may be any 64-bit value)."""
-    live = inst.lo < inst.hi
+    live, times, order, starts = inst.events
     u = inst.usage[inst.strat_off[:-1] + sol][live]
-    times = np.concatenate([inst.lo[live], inst.hi[live]])
-    uniq, idx = np.unique(times, return_inverse=True)
-    if exact_sum(u) < 2**62:
-        level = np.zeros(len(uniq), dtype=np.int64)
-        np.add.at(level, idx, np.concatenate([u, -u]))
-        return uniq, np.cumsum(level)
-    deltas = np.concatenate([u.astype(object), -u.astype(object)])
-    level = np.zeros(len(uniq), dtype=object)
-    np.add.at(level, idx, deltas)
-    return uniq, np.cumsum(level)
+    if not len(times):
+        return times, np.zeros(0, dtype=np.int64)
+    exact = u if exact_sum(u) < 2**62 else u.astype(object)
+    level = np.add.reduceat(np.concatenate([exact, -exact])[order], starts)
+    return times, np.cumsum(level)
 
 
 def evaluate(inst: Instance, solution: Sequence[int] | np.ndarray) -> Evaluation:

@@ -9,6 +9,7 @@ row-major table ``edge_cost[edge_off[e]:edge_off[e+1]]`` of shape
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -41,6 +42,20 @@ class Instance:
     @property
     def n_strategies(self) -> np.ndarray:
         return np.diff(self.strat_off)
+
+    @cached_property
+    def events(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The memory profile's fixed part, sorted once (every evaluation needs
+        it; sorting each time was half of one on N): ``(live, times, order,
+        starts)``, where ``live`` marks the nodes ever live, ``times`` are the
+        distinct starts and ends of their intervals, and the starts then the
+        ends of the live nodes, taken in ``order``, fall at ``times[k]`` from
+        position ``starts[k]`` on."""
+        live = self.lo < self.hi
+        times, at = np.unique(np.concatenate([self.lo[live], self.hi[live]]), return_inverse=True)
+        order = np.argsort(at, kind="stable")
+        starts = np.searchsorted(at[order], np.arange(len(times)))
+        return live, times, order, starts
 
     def edge_table(self, e: int) -> np.ndarray:
         """The cost table of edge ``e`` as a 2-D view (rows: strategies of u)."""

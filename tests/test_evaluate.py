@@ -5,7 +5,7 @@ from maxshard.evaluate import evaluate, exact_sum
 from maxshard.instance import FORBIDDEN
 from maxshard.reader import read_instance
 
-from .conftest import write_problem
+from .conftest import generated, write_problem
 
 
 def problem(intervals, costs, usages, edges=(), tables=(), limit=None):
@@ -92,3 +92,27 @@ def test_bad_solutions_are_rejected(example):
         evaluate(example, [0, 0])
     with pytest.raises(ValueError, match="node 2: strategy 3 out of range"):
         evaluate(example, [0, 0, 3, 0, 0])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_usage_profile_matches_the_usage_at_every_integer_time(tmp_path, seed):
+    """The profile (event times sorted once per instance, then reduced per
+    solution) against the sum over the nodes live at each time, recounted."""
+    from maxshard.evaluate import usage_profile
+
+    inst = generated(tmp_path, seed, nodes=60, tightness=0.4)
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        sol = rng.integers(0, inst.n_strategies)
+        times, level = usage_profile(inst, sol)
+        used = inst.usage[inst.strat_off[:-1] + sol]
+        for t in range(int(inst.lo.min()), int(inst.hi.max()) + 1):
+            expected = int(used[(inst.lo <= t) & (t < inst.hi)].sum())
+            k = np.searchsorted(times, t, side="right") - 1  # the last event at or before t
+            assert (int(level[k]) if k >= 0 else 0) == expected, t
+
+
+def test_an_instance_where_no_node_is_ever_live_uses_nothing(tmp_path):
+    inst = load(tmp_path, intervals=[[3, 3], [0, 0]], costs=[[1], [2]], usages=[[9], [9]], limit=1)
+    ev = evaluate(inst, [0, 0])
+    assert ev.feasible and ev.peak == 0 and ev.cost == 3
