@@ -364,7 +364,7 @@ class Multipliers:
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
         model = self.model
         excess = (model.load(x_r) - model.limit).astype(np.float64)
-        relaxed = float(model.cost(x_r)) + float(self.lam @ excess)
+        relaxed = float(model.cost(x_r)) + float(np.sum(self.lam * excess))  # no BLAS: bound.slack
         if relaxed > self.best_relaxed:
             self.best_relaxed, self.stall = relaxed, 0
         else:
@@ -372,7 +372,7 @@ class Multipliers:
             if self.stall >= 3:  # shrink the step; restart it once it is negligible
                 self.theta, self.stall = (self.theta / 2 if self.theta > 1e-3 else 1.0), 0
         active = (self.lam > 0) | (excess > 0)
-        norm = float(excess[active] @ excess[active])
+        norm = float(np.sum(np.square(excess[active])))
         if norm == 0:
             return  # fits with complementary slackness: no direction to move in
         step = self.theta * max(best_cost - relaxed, 0.01 * best_cost) / norm
@@ -513,8 +513,7 @@ def _climb(ascent: Ascent, end: float) -> int | None:
 def _dual(model: Model, lam: np.ndarray, relaxed: int) -> int:
     """The Lagrangian bound from a lower bound ``relaxed`` on the penalised
     problem's optimum (see :func:`relax`)."""
-    slack = float(lam @ (model.limit - model.base).astype(np.float64))
-    return math.floor(relaxed - slack * (1 + 1e-9) - 1)
+    return math.floor(relaxed - slack(model, lam) * (1 + 1e-9) - 1)
 
 
 def relink(search: Search, target: np.ndarray) -> None:
