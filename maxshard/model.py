@@ -262,13 +262,12 @@ def kept_points(inst: Instance) -> np.ndarray:
     and a node ends at ``t_{k+1}`` (otherwise a neighbouring segment holds a
     superset of its nodes).
     """
-    live = inst.lo < inst.hi
-    starts, ends = inst.lo[live], inst.hi[live]
-    times = np.unique(np.concatenate([starts, ends]))
+    live, times, order, first = inst.events  # the event times, sorted once per instance
     if len(times) < 2:
         return times[:0]
-    is_start = np.isin(times, starts)
-    is_end = np.isin(times, ends)
+    starting = order < np.count_nonzero(live)  # events in time order: starts, then ends
+    is_start = np.logical_or.reduceat(starting, first)
+    is_end = np.logical_or.reduceat(~starting, first)
     return times[:-1][is_start[:-1] & is_end[1:]]
 
 
