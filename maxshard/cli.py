@@ -37,8 +37,12 @@ class UsageError(Exception):
     """Bad input from the user: reported as one line, exit code 2."""
 
 
-class Interrupted(Exception):
-    """A signal or the hard deadline stopped the solve."""
+class Interrupted(BaseException):
+    """A signal or the hard deadline stopped the solve. Not an ``Exception``: a
+    handler that catches any error (the registry's for a broken plugin) must not
+    swallow it. Measured: A at 6 s, presolve done at 5.8 s, the alarm came while
+    the backends' modules were importing, became a "failed to load" error, and
+    the run ended 0.6 s late."""
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -2,6 +2,7 @@
 proofs and gap stops, plans as data, and plugins joining a plan."""
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -171,6 +172,20 @@ def test_unknown_and_broken_backends_are_clear_errors(fake_plugins):
         registry.load("nope")
     with pytest.raises(BackendError, match="failed to load: ModuleNotFoundError"):
         registry.load("missing")
+
+
+def test_the_deadline_alarm_is_not_taken_for_a_broken_plugin(monkeypatch):
+    """The alarm (SIGALRM's Interrupted) raised while a backend's module is
+    importing stops the solve; it does not become a load error to skip."""
+    from maxshard.cli import Interrupted, _interrupt
+
+    def alarm_while_loading():
+        _interrupt(signal.SIGALRM, None)
+
+    entry = type("Entry", (), {"load": staticmethod(alarm_while_loading)})()
+    monkeypatch.setattr(registry, "available", lambda: {"slow": entry})
+    with pytest.raises(Interrupted, match="SIGALRM"):
+        registry.load("slow")
 
 
 @pytest.mark.parametrize("plan", [["hang"], ["crash"], ["missing"], ["crash", "hang"]])
