@@ -131,11 +131,16 @@ def slack(model: Model, lam: np.ndarray | None) -> float:
     """``sum_p lam_p (limit - base_p)``: what the multipliers promise back."""
     if lam is None or model.limit is None or not len(lam):
         return 0.0
-    # not `@`: numpy hands a float dot of 10,000 terms or more (M's and S's
-    # points) to OpenBLAS's threads, whose helper then spins on the other
-    # core, the one another worker runs on (`lagrange` alone on S: 12.5 s of
-    # CPU in 8.2 s; 8.1 s with one thread). So in `lagrange`'s rounds too.
-    return float(np.sum(lam * (model.limit - model.base).astype(np.float64)))
+    return dot(lam, (model.limit - model.base).astype(np.float64))
+
+
+def dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``sum(a * b)`` of float arrays, without BLAS. Not ``a @ b``: numpy hands
+    a float dot of 10,000 terms or more (M's and S's kept points) to
+    OpenBLAS's threads, whose helper then spins on the other core, the one
+    another worker runs on (`lagrange` alone on S: 12.5 s of CPU in 8.2 s;
+    8.1 s with one thread)."""
+    return float(np.sum(a * b))
 
 
 def floor_bound(model: Model, value: float, promised: float) -> int:

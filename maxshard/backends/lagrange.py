@@ -67,7 +67,7 @@ import numpy as np
 from .. import work
 from ..ascent import Ascent
 from ..backend import Capabilities, Report, Result, Status, context
-from ..bound import Diffusion, floor_bound, slack
+from ..bound import Diffusion, dot, floor_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model, penalties, term_penalties
 from . import toulbar2
@@ -364,7 +364,7 @@ class Multipliers:
     def update(self, x_r: np.ndarray, best_cost: int) -> None:
         model = self.model
         excess = (model.load(x_r) - model.limit).astype(np.float64)
-        relaxed = float(model.cost(x_r)) + float(np.sum(self.lam * excess))  # no BLAS: bound.slack
+        relaxed = float(model.cost(x_r)) + dot(self.lam, excess)
         if relaxed > self.best_relaxed:
             self.best_relaxed, self.stall = relaxed, 0
         else:
@@ -372,7 +372,7 @@ class Multipliers:
             if self.stall >= 3:  # shrink the step; restart it once it is negligible
                 self.theta, self.stall = (self.theta / 2 if self.theta > 1e-3 else 1.0), 0
         active = (self.lam > 0) | (excess > 0)
-        norm = float(np.sum(np.square(excess[active])))
+        norm = dot(excess[active], excess[active])
         if norm == 0:
             return  # fits with complementary slackness: no direction to move in
         step = self.theta * max(best_cost - relaxed, 0.01 * best_cost) / norm
