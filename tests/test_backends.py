@@ -253,6 +253,31 @@ def test_toulbar2_restarted_still_proves_the_contest_optimum(tmp_path, monkeypat
         assert len(searches) == 2  # the restart proved nothing cheaper exists
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_toulbar2_keeps_vac_for_long_searches_and_proves_either_way(tmp_path, monkeypatch, seed):
+    """VAC's preprocessing only in a search with ``vac_seconds`` or more (the
+    brute-force test above, 30 s, runs without it): with it, the same
+    contest optimum (brute force)."""
+    from maxshard.backends import toulbar2
+
+    asked = []
+    real = toulbar2.build
+    monkeypatch.setattr(
+        toulbar2,
+        "build",
+        lambda m, u, s, ub, **k: (asked.append(k["vac"]), real(m, u, s, ub, **k))[1],
+    )
+    tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
+    inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
+    assert toulbar2.Toulbar2.vac_seconds > 30  # the helper's 30 s search: no VAC
+    _solves_to_contest_optimum(inst, "toulbar2", seed)
+    assert set(asked) <= {0}
+    asked.clear()
+    monkeypatch.setattr(toulbar2.Toulbar2, "vac_seconds", 0.0)
+    if _solves_to_contest_optimum(inst, "toulbar2", seed) is not None:
+        assert asked[0] == toulbar2.Toulbar2.vac == 1
+
+
 def test_toulbar2_initial_bound_cuts_off_nothing_cheaper():
     """Costs past 2**53 are not all doubles: the bound rounds up, never down."""
     from maxshard.backends.toulbar2 import upper_bound

@@ -493,7 +493,9 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
         "lagrange",
         "lns",
     ]
-    assert stages(FEW_VARS, 3) == [["dual", "lagrange", "local", "local"]]
+    # few variables: local search beside the ascent (A's and P's answers), then the loop
+    assert stages(FEW_VARS, 2) == [["dual", "local", "local"]]
+    assert stages(FEW_VARS, 3) == [["dual", "local", "lagrange", "local"]]
     assert stages(LARGE, 1) == [["dual"]]
     short = stages_for(Options(), LARGE, 2, 15.0)
     assert stages_for(Options(prove=True), LARGE, 2, 15.0) == short

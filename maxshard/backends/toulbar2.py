@@ -53,6 +53,12 @@ class Toulbar2:
     #: busy): 1,617,084, the optimum, found at 52.8 s, where without VAC the
     #: search stayed at 1,618,348 for its 60 s; G proved in 0.33 s (0.39 s).
     vac = 1
+    #: ... but only in a search with at least this many seconds: from a bound
+    #: about 20% above V's optimum (the loops' best after 7 s) VAC's
+    #: preprocessing took 13 s or more of a 20 s search, whose first answer
+    #: then came at 14.1 s (seed 0) or not at all (seed 1); without it at
+    #: 3.2-3.6 s, and 1,617,963 / 1,617,188 at the end (optimum 1,617,084).
+    vac_seconds = 40.0
 
     #: a search restarted after a quiet spell is a depth-first branch and
     #: bound, not toulbar2's default hybrid best-first search: its answer is
@@ -110,7 +116,8 @@ class Toulbar2:
             best, incumbent = min(usable, key=model.cost, default=None), None
             ub = None if best is None else upper_bound(model.cost(best) - model.offset)
             try:
-                vac = self.restart_vac if restarted else self.vac
+                long = deadline - work.now() >= self.vac_seconds
+                vac = self.restart_vac if restarted else (self.vac if long else 0)
                 cfn = build(model, model.unary, seed, ub, memory=True, vac=vac)
                 if restarted:
                     cfn.Option.hbfs = self.restart_hbfs
