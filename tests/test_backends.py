@@ -270,8 +270,8 @@ def test_toulbar2_keeps_vac_for_long_searches_and_proves_either_way(tmp_path, mo
     tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
     inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
     assert toulbar2.Toulbar2.vac_seconds > 30  # the helper's 30 s search: no VAC
-    _solves_to_contest_optimum(inst, "toulbar2", seed)
-    assert set(asked) <= {0}
+    if _solves_to_contest_optimum(inst, "toulbar2", seed) is not None:
+        assert asked and set(asked) == {0}
     asked.clear()
     monkeypatch.setattr(toulbar2.Toulbar2, "vac_seconds", 0.0)
     if _solves_to_contest_optimum(inst, "toulbar2", seed) is not None:
