@@ -278,6 +278,41 @@ def test_toulbar2_keeps_vac_for_long_searches_and_proves_either_way(tmp_path, mo
         assert asked[0] == toulbar2.Toulbar2.vac == 1
 
 
+def test_every_toulbar2_problem_gets_the_search_it_asks_for(tmp_path, monkeypatch):
+    """toulbar2's options are process-wide, and a preprocessing that proves
+    nothing cheaper exists turns its hybrid best-first search off for good (a
+    restarted search turns it off on purpose): every problem still searches
+    as it asks, and a backend's first search is hybrid best-first."""
+    from maxshard.backends import toulbar2
+
+    def two_values(ub: float | None, **kw):  # optimum 1
+        cfn = toulbar2.new_problem(ub, 0, **kw)
+        off, pairs = np.array([0, 2, 4]), np.array([0, 4])
+        toulbar2.post(cfn, off, np.array([1, 2, 0, 3]), np.array([0]), np.array([1]), pairs,
+                      np.array([0, 0, 0, 5]))  # fmt: skip
+        return cfn
+
+    cfn = two_values(1.0)
+    assert cfn.Option.hbfs == 1
+    assert toulbar2.solve_quietly(cfn, 1.0) is None  # nothing costs less than 1
+    assert cfn.Option.hbfs == 0  # what toulbar2 leaves behind
+    assert two_values(None).Option.hbfs == 1
+    assert two_values(None).Option.hbfsGlobalLimit == toulbar2.HBFS_GLOBAL_LIMIT
+    assert two_values(None, hbfs=0).Option.hbfs == 0
+    searched = []
+    real = toulbar2.run
+
+    def run(cfn, *args, **kw):
+        searched.append(cfn.Option.hbfs)
+        return real(cfn, *args, **kw)
+
+    monkeypatch.setattr(toulbar2, "run", run)
+    two_values(None, hbfs=0)  # as a restart leaves it
+    model = reduce(generated(tmp_path, 2, nodes=8, forbidden=0.0, tightness=0.3))
+    toulbar2.Toulbar2().solve(model, time.monotonic() + 5, None, Recorder(), 0)
+    assert searched[0] == 1
+
+
 def test_toulbar2_initial_bound_cuts_off_nothing_cheaper():
     """Costs past 2**53 are not all doubles: the bound rounds up, never down."""
     from maxshard.backends.toulbar2 import upper_bound

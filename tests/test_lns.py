@@ -254,6 +254,27 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
     assert free.GetNbBacktracks() > 2  # the limit cut the search short
 
 
+def test_lns_solves_every_neighbourhood_with_its_own_search_method(tmp_path, monkeypatch):
+    """Every neighbourhood's solve, exact or priced, searches as :data:`lns.HBFS`
+    says, also after toulbar2 turned its hybrid best-first search off on its
+    own (a solve whose preprocessing proves nothing cheaper exists) and
+    whatever another search in the process left."""
+    from maxshard.backends import toulbar2
+
+    methods = []
+    real = toulbar2.solve_quietly
+
+    def solve(cfn, seconds):
+        methods.append(cfn.Option.hbfs)
+        return real(cfn, seconds)
+
+    monkeypatch.setattr(toulbar2, "solve_quietly", solve)
+    model = reduced_or_skip(generated(tmp_path, 4, nodes=400, max_strategies=6, tightness=0.3))
+    toulbar2.new_problem(None, 0, hbfs=1 - lns.HBFS)  # another search's choice
+    LNS().solve(model, time.monotonic() + 2.0, model.min_usage_solution(), lambda x: None, 0)
+    assert len(methods) > 10 and set(methods) == {lns.HBFS}
+
+
 def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
     """No margin of a whole sub-solve before the deadline any more: the moves go
     on to within :data:`lns.TAIL` of it; the last one's solve is held to the

@@ -118,9 +118,9 @@ class Toulbar2:
             try:
                 long = deadline - work.now() >= self.vac_seconds
                 vac = self.restart_vac if restarted else (self.vac if long else 0)
-                cfn = build(model, model.unary, seed, ub, memory=True, vac=vac)
+                hbfs = self.restart_hbfs if restarted else 1
+                cfn = build(model, model.unary, seed, ub, memory=True, vac=vac, hbfs=hbfs)
                 if restarted:
-                    cfn.Option.hbfs = self.restart_hbfs
                     cfn.Option.FullEAC = self.restart_full_eac
             except Contradiction:  # posting already proves: nothing below the bound fits
                 return proved(model, best)
@@ -169,13 +169,27 @@ def float_costs(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0):
+#: toulbar2's own value of ``hbfsGlobalLimit`` (the backtracks its hybrid
+#: best-first search may spend in depth-first probes before it gives up on them)
+HBFS_GLOBAL_LIMIT = 32768
+
+
+def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0, hbfs: int = 1):
     """A fresh, empty pytoulbar2 problem: every toulbar2 problem of maxshard
     (the whole model's here, a neighbourhood's in :mod:`.lns`) starts here.
-    (toulbar2's options are process-wide: each problem sets them all.)"""
+
+    toulbar2's options are process-wide, and ``pytoulbar2.CFN`` resets only
+    some of them: the search method (``hbfs``, 1: hybrid best-first, 0:
+    depth-first) is set here for each problem, because toulbar2 turns it off
+    for good when a preprocessing ends in a contradiction or a time-out
+    (measured: in an ``lns`` worker on N, from its 8th neighbourhood on, every
+    solve was depth-first), and a restarted search turns it off on purpose."""
     import pytoulbar2
 
-    return pytoulbar2.CFN(ubinit=ub, verbose=verbose, seed=seed, vac=vac)
+    cfn = pytoulbar2.CFN(ubinit=ub, verbose=verbose, seed=seed, vac=vac)
+    cfn.Option.hbfs = hbfs
+    cfn.Option.hbfsGlobalLimit = HBFS_GLOBAL_LIMIT
+    return cfn
 
 
 def post(
@@ -251,10 +265,18 @@ def budget(cfn, seconds: float) -> Iterator[int]:
         work.count("tb2-node", (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * values)
 
 
-def build(model: Model, unary: np.ndarray, seed: int, ub: float | None, memory: bool, vac: int = 0):
+def build(
+    model: Model,
+    unary: np.ndarray,
+    seed: int,
+    ub: float | None,
+    memory: bool,
+    vac: int = 0,
+    hbfs: int = 1,
+):
     """A fresh toulbar2 problem for ``model`` with the given unary costs."""
     # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
-    cfn = new_problem(ub, seed, verbose=0, vac=vac)
+    cfn = new_problem(ub, seed, verbose=0, vac=vac, hbfs=hbfs)
     wcsp = cfn.CFN.wcsp
     post(cfn, model.dom_off, unary, model.edge_u, model.edge_v, model.edge_off, model.edge_cost)
     if memory and model.limit is not None:
