@@ -256,9 +256,9 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
 
 def test_lns_solves_every_neighbourhood_with_its_own_search_method(tmp_path, monkeypatch):
     """Every neighbourhood's solve, exact or priced, searches as :data:`lns.HBFS`
-    says, also after toulbar2 turned its hybrid best-first search off on its
-    own (a solve whose preprocessing proves nothing cheaper exists) and
-    whatever another search in the process left."""
+    says, whatever another search in the process left (toulbar2's options are
+    process-wide; before each problem set its own, the first solves here ran
+    with what an earlier search had left)."""
     from maxshard.backends import toulbar2
 
     methods = []
