@@ -466,8 +466,9 @@ def test_the_default_plan_gives_every_worker_a_backend():
 def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     """Past toulbar2's size the dual runs on one worker in every stage (its state
     carried on), the others search; small models keep the default plan, and
-    so do budgets of at most 16 s (the ascent gets nowhere in it) and, on two
-    workers, of at most 150 s (it costs the answers more than it bounds)."""
+    so do budgets of at most 16 s (the ascent gets nowhere in it), of at most
+    25 s on few variables (the loop bounds them sooner) and, on two workers,
+    of at most 150 s (it costs the answers more than it bounds)."""
 
     def stages(model, workers, seconds=180.0):
         return [
@@ -493,9 +494,15 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
         "lagrange",
         "lns",
     ]
-    # few variables: local search beside the ascent (A's and P's answers), then the loop
+    # few variables: local search beside the ascent (A's and P's answers), then the loop;
+    # in at most 25 s the default's case (the loop bounds them first)
     assert stages(FEW_VARS, 2) == [["dual", "local", "local"]]
     assert stages(FEW_VARS, 3) == [["dual", "local", "lagrange", "local"]]
+    for seconds in (5.0, 25.0):
+        assert stages_for(Options(prove=True), FEW_VARS, 2, seconds) == stages_for(
+            Options(), FEW_VARS, 2, seconds
+        )
+    assert stages(FEW_VARS, 2, 26.0) == [["dual", "local", "local"]]
     assert stages(LARGE, 1) == [["dual"]]
     short = stages_for(Options(), LARGE, 2, 15.0)
     assert stages_for(Options(prove=True), LARGE, 2, 15.0) == short
@@ -622,7 +629,7 @@ def test_the_minimal_plan_form_runs_from_the_cli_and_iopddl(tmp_path, example):
 
 def test_plan_text_parses_case_by_case():
     plan = parse(built_in_text("prove"), "prove")
-    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 8
+    assert [c.when for c in plan.cases][-1] == {} and len(plan.cases) == 9
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(1) == ["a", "c"]
     assert Stage(1.0, ("a", "b"), None, ("c",)).workers(4) == ["a", "b", "c"]
     assert Plan.of_backends(["a", "b", "c"], 2).stages(facts_of_any()) == (
