@@ -31,6 +31,12 @@ tests pass):
 
 A backend that only calls ``report(...)`` needs none of it.
 
+A backend may also be :class:`Preparable`: its ``prepare()`` runs once in the
+run's own process before any worker is forked, while presolve runs in a
+process of its own (:mod:`maxshard.orchestrate.presolve`). What it loads
+there (compiled kernels, slow imports) every worker of every stage inherits
+instead of loading it again on its way to a first answer.
+
 Backends register under the entry-point group ``maxshard.backends``; the
 built-in ones do so in maxshard's own ``pyproject.toml``, exactly as a
 third-party plugin would::
@@ -115,6 +121,15 @@ class Backend(Protocol):
         report: Report,
         seed: int = 0,
     ) -> Result: ...
+
+
+@runtime_checkable
+class Preparable(Protocol):
+    """A backend with something to load once per run, before the workers fork."""
+
+    def prepare(self) -> None:
+        """Load what every worker of this backend needs (idempotent, no output)."""
+        ...
 
 
 class Context:

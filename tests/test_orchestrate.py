@@ -781,3 +781,94 @@ def test_compare_runs_a_plan_file_and_refuses_a_bad_one(tmp_path):
     record = workbench.run_one(run)
     assert record["cost"] == 445 and record["status"] == "optimal"
     assert evaluate(read_instance(EXAMPLE), record["solution"]).cost == 445
+
+
+# --- presolve in a child process, the backends prepared meanwhile ----------
+
+PREPARED: list[int] = []  # pids of the processes a Preparer was prepared in
+
+
+class Preparer(Hang):
+    name = "preparer"
+
+    def prepare(self):
+        import os
+
+        PREPARED.append(os.getpid())
+
+
+class BadPreparer(Hang):
+    name = "badpreparer"
+
+    def prepare(self):
+        raise RuntimeError("cannot prepare")
+
+
+def same_model(a, b) -> bool:
+    fields = vars(a)
+    return (
+        fields.keys() == vars(b).keys()
+        and all(
+            np.array_equal(v, vars(b)[k]) if isinstance(v, np.ndarray) else v == vars(b)[k]
+            for k, v in fields.items()
+            if k != "eliminations"
+        )
+        and len(a.eliminations) == len(b.eliminations)
+    )
+
+
+def test_presolve_runs_in_a_child_while_the_backends_are_prepared_here(tmp_path, monkeypatch):
+    import os
+
+    import maxshard.reduce as reduce_module
+    from maxshard.orchestrate.presolve import presolve
+
+    real = registry.available()
+    fakes = {
+        "preparer": EntryPoint("preparer", "tests.test_orchestrate:Preparer", GROUP),
+        "badpreparer": EntryPoint("badpreparer", "tests.test_orchestrate:BadPreparer", GROUP),
+        "missing": EntryPoint("missing", "no_such_module_xyz:Backend", GROUP),
+    }
+    monkeypatch.setattr(registry, "available", lambda: {**real, **fakes})
+    pids = tmp_path / "reduced-in"
+    real_reduce = reduce_module.reduce
+
+    def recording(inst, **kw):
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real_reduce(inst, **kw)
+
+    monkeypatch.setattr(reduce_module, "reduce", recording)
+    PREPARED.clear()
+    inst = generated(tmp_path, 7, nodes=60, tightness=0.3, forbidden=0.0, functional=0.0)
+    model = presolve(inst, True, ["preparer", "badpreparer", "missing", "hang"])
+    # a broken plugin or one that cannot load leaves the run standing
+    assert [os.getpid()] == PREPARED
+    reduced_in = [int(p) for p in pids.read_text().split()]
+    assert len(reduced_in) == 1 and reduced_in[0] != os.getpid()
+    assert same_model(model, real_reduce(inst))
+    x = model.min_usage_solution()
+    assert evaluate(inst, model.reconstruct(x)).cost == model.cost(x)
+
+
+def test_presolve_falls_back_to_this_process_when_its_child_dies(tmp_path, monkeypatch):
+    import os
+
+    from maxshard.orchestrate import presolve as module
+
+    monkeypatch.setattr(module, "_reduce_in_child", lambda *args: os._exit(3))
+    inst = generated(tmp_path, 8, nodes=40, tightness=0.3)
+    assert same_model(module.presolve(inst, True, []), reduce(inst))
+    assert same_model(module.presolve(inst, False, []), reduce(inst, passes=False))
+
+
+def test_presolve_in_a_child_raises_what_reduce_raises(tmp_path):
+    from maxshard.orchestrate.presolve import presolve
+    from maxshard.reduce import Infeasible
+
+    inst = generated(tmp_path, 1, nodes=5, tightness=0.0)
+    object.__setattr__(inst, "usage_limit", 0)
+    needs = [inst.usage[inst.strat_off[i] : inst.strat_off[i + 1]].min() for i in range(inst.n)]
+    assert max(u for u, lo, hi in zip(needs, inst.lo, inst.hi, strict=True) if lo < hi) > 0
+    with pytest.raises(Infeasible, match="exceeds the limit|fits in memory"):
+        presolve(inst, True, [])

@@ -16,6 +16,7 @@ from .. import work
 from ..ascent import Ascent
 from ..backend import Capabilities, Report, Result, Status, context
 from ..model import Model
+from .local import warm_up
 
 
 class Dual:
@@ -27,6 +28,9 @@ class Dual:
 
     #: seconds between two hand-overs of the state (S's messages: 2.4 MB)
     share_every = 5.0
+
+    def prepare(self) -> None:
+        warm_up()  # the diffusion bound's kernels, which the ascent starts from
 
     def solve(
         self,

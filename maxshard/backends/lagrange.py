@@ -72,7 +72,7 @@ from ..instance import FORBIDDEN
 from ..model import Model, penalties, term_penalties
 from . import toulbar2
 from .dive import Rounding
-from .local import Search
+from .local import Search, warm_up
 
 #: MAXSHARD_DEBUG=1 traces every round on stderr (relaxed value, overloaded points, step).
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
@@ -118,6 +118,10 @@ class Lagrange:
     # from the best of all workers (shared_best), 2 s of memory-free local search
     # on each relaxed solution, 6 s of local search on each repaired one; none
     # beat the spread between seeds.
+
+    def prepare(self) -> None:
+        warm_up()
+        toulbar2.load()
 
     def solve(
         self,

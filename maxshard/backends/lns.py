@@ -51,7 +51,7 @@ from ..knapsack import merge_terms
 from ..model import Model, offsets, ranks, saturate, saturating_sum, term_penalties
 from . import toulbar2
 from .lagrange import whole
-from .local import Search
+from .local import Search, warm_up
 
 #: MAXSHARD_DEBUG=1 prints the solves' count, mean size and time, and successes.
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
@@ -73,6 +73,10 @@ class LNS:
     #: Measured on S from the same start, 25 s: 150 found nothing, 400 reached
     #: 1.544e9, 1000 1.566e9 (U: 2.320e9, 2.293e9, 2.308e9).
     priced_size = 400
+
+    def prepare(self) -> None:
+        warm_up()
+        toulbar2.load()
 
     def solve(
         self,

@@ -40,6 +40,9 @@ class LocalSearch:
         exact=False, anytime=True, memory=True, lower_bound=False, deterministic=True
     )
 
+    def prepare(self) -> None:
+        warm_up()
+
     def solve(
         self,
         model: Model,
@@ -255,27 +258,29 @@ class Search:
 
 
 def warm_up() -> float:
-    """Compile the kernels now (local search's and the diffusion bound's);
-    returns the seconds it took.
+    """Load the kernels (local search's and the diffusion bound's) into this
+    process, compiling them if numba's cache lacks them; returns the seconds
+    it took (0 once loaded).
 
     numba caches compiled kernels on disk, so only the first call after an
     install (or a change to the kernels) compiles: measured 10-12 s, against
-    0.3 s once cached. A solve with a cold cache would spend that time in its
-    workers, so installs and benchmarks warm up first.
+    0.3-0.4 s to load them once cached. A solve with a cold cache would spend
+    that time in its workers, so installs and benchmarks warm up first; a run
+    loads them once, before its workers fork (:meth:`LocalSearch.prepare`).
     """
+    global _warm
+    if _warm:
+        return 0.0
     import json
-    import tempfile
-    from pathlib import Path
 
+    from ..bound import Diffusion  # the dual ascent's kernels (1.4 s to compile)
     from ..generate import generate
-    from ..reader import read_instance
+    from ..reader import parse_instance
     from ..reduce import reduce
 
     start = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "warm-up.json"
-        path.write_text(json.dumps(generate(30, forbidden=0.0, tightness=0.2, seed=1)))
-        model = reduce(read_instance(path), passes=False)
+    text = json.dumps(generate(30, forbidden=0.0, tightness=0.2, seed=1))
+    model = reduce(parse_instance(text.encode(), "warm-up"), passes=False)
     search = Search(model, 0)
     search.reset(model.min_usage_solution())
     search.descend(math.inf)
@@ -283,7 +288,9 @@ def warm_up() -> float:
     search.exchanges(math.inf)
     search.repair_move(0)
     search.move(0, int(search.x[0]))
-    from ..bound import Diffusion  # the dual ascent's kernels (1.4 s to compile)
-
     Diffusion(model).bound(None, None, math.inf, sweeps=1)
+    _warm = True
     return time.monotonic() - start
+
+
+_warm = False  # the kernels are loaded in this process

@@ -84,6 +84,9 @@ class Toulbar2:
     #: restarts with that answer's cost as its initial bound (see :meth:`solve`)
     restart_quiet = 10.0
 
+    def prepare(self) -> None:
+        load()
+
     def solve(
         self,
         model: Model,
@@ -172,6 +175,11 @@ def float_costs(values: np.ndarray) -> np.ndarray:
 #: toulbar2's own value of ``hbfsGlobalLimit`` (the backtracks its hybrid
 #: best-first search may spend in depth-first probes before it gives up on them)
 HBFS_GLOBAL_LIMIT = 32768
+
+
+def load() -> None:
+    """Import pytoulbar2 (its shared library) now, not at the first problem."""
+    import pytoulbar2  # noqa: F401
 
 
 def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0, hbfs: int = 1):

@@ -20,6 +20,7 @@ from ..output import solution_line
 from .incumbent import Best, Log
 from .loop import run_backends
 from .plan import Budget, Facts, Plan, built_in
+from .presolve import presolve
 from .workers import available_cores, kill_workers
 
 
@@ -74,10 +75,14 @@ def default_work(seconds: float, workers: int) -> float:
     return round(WORK_SHARE * max(0.0, seconds) * workers, 2)
 
 
+def plan_of(options: Options) -> Plan:
+    """The run's plan: the one given, else the built-in one."""
+    return options.plan or built_in("prove" if options.prove else "default")
+
+
 def stages_for(options: Options, model: Model, workers: int, seconds: float):
     """The stages the run's plan gives for this model, worker count and time left."""
-    plan = options.plan or built_in("prove" if options.prove else "default")
-    return plan.stages(Facts.of(model, workers, seconds))
+    return plan_of(options).stages(Facts.of(model, workers, seconds))
 
 
 def solve(
@@ -90,13 +95,14 @@ def solve(
     """Presolve ``inst`` (unless ``model`` is given), run the plan's stages until
     ``deadline``, keeping the best verified solution in ``best``. Returns each
     backend's status in the last stage run."""
-    from ..reduce import Infeasible, memory_units, reduce
+    from ..reduce import Infeasible, memory_units
 
     log = best.log
     if options.starts:
         best.offer(all_min_usage(inst), "min-usage start")
     try:
-        model = model if model is not None else reduce(inst, passes=options.presolve)
+        if model is None:  # the plan's backends load meanwhile, once for all workers
+            model = presolve(inst, options.presolve, plan_of(options).backend_names())
     except Infeasible as exc:
         if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
             best.proved("infeasible")

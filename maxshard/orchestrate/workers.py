@@ -59,18 +59,31 @@ class Job:
 
 
 _LIVE: list[Job] = []  # workers to kill if the parent is interrupted
+_HELPERS: list[mp.process.BaseProcess] = []  # other children (presolve's), the same
+
+
+def track(process: mp.process.BaseProcess) -> None:
+    """Have :func:`kill_workers` kill ``process`` too (a child that is no worker)."""
+    _HELPERS.append(process)
+
+
+def untrack(process: mp.process.BaseProcess) -> None:
+    if process in _HELPERS:
+        _HELPERS.remove(process)
 
 
 def kill_workers(reap: bool = True) -> None:
     """Kill every live worker; ``reap=False`` leaves waiting for them to a later
     call (a run about to print its answer does not wait on a loaded machine)."""
-    for job in _LIVE:
-        if job.process.is_alive():
-            job.process.kill()
+    processes = [job.process for job in _LIVE] + _HELPERS
+    for process in processes:
+        if process.is_alive():
+            process.kill()
     if reap:
-        for job in _LIVE:
-            job.process.join(timeout=1)
+        for process in processes:
+            process.join(timeout=1)
         _LIVE.clear()
+        _HELPERS.clear()
 
 
 def stop(job: Job) -> None:

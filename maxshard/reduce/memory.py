@@ -20,10 +20,10 @@ def normalize_memory(work: Work) -> int:
     np.add.at(diff, hi, -low)
     work.base += np.cumsum(diff[:-1])
     changed_terms = np.flatnonzero((low > 0) | constant)
-    rebuilt = {owners[k][0] for k in changed_terms}
+    rebuilt = {owners[k] for k in changed_terms.tolist()}
     for v in rebuilt:
         work.terms[v] = []
-    for k, (v, _) in enumerate(owners):
+    for k, v in enumerate(owners):
         if v in rebuilt and not constant[k]:
             work.terms[v].append((int(lo[k]), int(hi[k]), usage[off[k] : off[k + 1]]))
     if work.limit is not None and len(work.base) and work.base.max() > work.limit:
@@ -46,7 +46,7 @@ def prune_memory(work: Work) -> int:
         return 0
     drop: dict[int, np.ndarray] = {}
     for k in np.unique(np.searchsorted(off, np.flatnonzero(bad), side="right") - 1):
-        v = owners[k][0]
+        v = owners[k]
         none = np.zeros(len(work.unary[v]), dtype=bool)
         drop[v] = drop.get(v, none) | bad[off[k] : off[k + 1]]
     for v, mask in drop.items():

@@ -29,9 +29,9 @@ def prune_points(work: Work) -> int:
     work.point_time = work.point_time[~dropped]
     work.base = work.base[~dropped]
     new_lo, new_hi = before[lo], before[hi]
-    for v, _ in owners:
+    for v in owners:
         work.terms[v] = []
-    for k, (v, _) in enumerate(owners):
+    for k, v in enumerate(owners):
         if new_lo[k] < new_hi[k]:
             work.terms[v].append((int(new_lo[k]), int(new_hi[k]), usage[off[k] : off[k + 1]]))
     return int(dropped.sum())

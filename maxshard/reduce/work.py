@@ -12,6 +12,8 @@ strategy follows. :meth:`Work.to_model` packs the result into flat arrays.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from ..instance import FORBIDDEN, Instance
@@ -251,16 +253,26 @@ class Work:
         self.active, self.dirty = self.dirty, set()
         self.round_edges = None
 
-    def flat_terms(self):
-        """All memory terms as arrays: owner, range, and usages concatenated (CSR)."""
-        owners = [(v, j) for v in self.live_vars() for j in range(len(self.terms[v]))]
-        terms = [self.terms[v][j] for v, j in owners]
-        lo = np.array([t[0] for t in terms], dtype=np.int64)
-        hi = np.array([t[1] for t in terms], dtype=np.int64)
-        off = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum([len(t[2]) for t in terms], out=off[1:])
-        usage = np.concatenate([t[2] for t in terms]) if terms else np.zeros(0, np.int64)
-        return owners, lo, hi, off, usage
+    def flat_terms(self) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """All memory terms as arrays: each one's variable, its range, and the
+        usages concatenated (CSR), in the order of the variables' term lists."""
+        live = self.live_vars()
+        lists = [self.terms[v] for v in live]
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(live))
+        terms = list(chain.from_iterable(lists))
+        if not terms:
+            empty = np.zeros(0, dtype=np.int64)
+            return [], empty, empty, np.zeros(1, dtype=np.int64), empty
+        owners = np.repeat(np.array(live, dtype=np.int64), counts).tolist()
+        lo, hi, uses = zip(*terms, strict=True)
+        sizes = np.fromiter(map(len, uses), dtype=np.int64, count=len(uses))
+        return (
+            owners,
+            np.array(lo, dtype=np.int64),
+            np.array(hi, dtype=np.int64),
+            offsets(sizes),
+            np.concatenate(uses),
+        )
 
     # --- packing -----------------------------------------------------------
     def stats(self) -> dict[str, int]:
