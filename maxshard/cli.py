@@ -452,7 +452,7 @@ def plans_cmd(
     repeat, queue, switch (the leader switch) and inherit; a plan may be a list
     of \\[\\[case]] tables chosen by the model's size, each with a `when` table
     (points_max, variables_min, variables_max, workers_min, workers_max,
-    seconds_max; `maxshard plans default` shows both forms).
+    seconds_min, seconds_max; `maxshard plans default` shows both forms).
     """
     from .orchestrate import plan as plans
 

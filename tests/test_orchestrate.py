@@ -458,14 +458,19 @@ def test_the_default_plan_gives_every_worker_a_backend():
     assert four[1] == (0.4, ["lns", "lns", "local", "lns"], None)
     assert stages(LARGE, 8)[0][1] == four[0][1] * 2
     assert stages(LARGE, 1) == [(0.6, ["lagrange"], None), (0.4, ["lns"], None)]
-    # up to 60 s on two workers: the multiplier loop beside lns, then lns twice
-    for seconds in (10.0, 60.0):
+    # 30-60 s on two workers, memory at few points: the loop beside lns, then lns twice
+    assert stages(facts(8001, 5000), 2, 45.0) == stages(LARGE, 2)
+    for seconds in (30.0, 60.0):
         assert stages(LARGE, 2, seconds) == [
             (0.6, ["lagrange", "lns"], None),
             (0.4, ["lns", "lns"], None),
         ]
-    assert stages(LARGE, 2, 61.0) == stages(LARGE, 2)
-    # up to 16 s on other worker counts: the loops for 35% of the time
+    assert stages(LARGE, 2, 61.0) == stages(LARGE, 2) == stages(LARGE, 2, 29.0)
+    # up to 16 s: the loops for 35% of the time
+    assert stages(LARGE, 2, 16.0) == [
+        (0.35, ["lagrange", "lagrange-terms"], 0.5),
+        (0.65, ["lns", "lns"], None),
+    ]
     assert stages(LARGE, 3, 16.0)[0] == (0.35, ["lagrange", "lagrange-terms", "lagrange"], 0.5)
     assert stages(FEW_VARS, 2) == [(1.0, ["lagrange", "local"], None)]
     assert stages(SMALL, 1) == [(1.0, ["toulbar2"], None)]
@@ -477,8 +482,7 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     carried on), the others search; small models keep the default plan, and
     so do budgets of at most 16 s (the ascent gets nowhere in it), of at most
     25 s on few variables (the loop bounds them sooner) and, on two workers,
-    of at most 150 s (it costs the answers more than it bounds; up to 60 s the
-    default's short case)."""
+    of at most 150 s (it costs the answers more than it bounds)."""
 
     def stages(model, workers, seconds=180.0):
         return [
@@ -516,10 +520,9 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     assert stages(LARGE, 1) == [["dual"]]
     short = stages_for(Options(), LARGE, 2, 15.0)
     assert stages_for(Options(prove=True), LARGE, 2, 15.0) == short
-    assert short == stages_for(Options(), LARGE, 2, 60.0)
-    assert short != stages_for(Options(), LARGE, 2, 61.0)  # the two loops beyond 60 s
-    assert [s.workers(2) for s in short] == [["lagrange", "lns"], ["lns", "lns"]]
-    very_short = stages_for(Options(), LARGE, 3, 15.0)  # other worker counts: up to 16 s
+    assert short != stages_for(Options(), LARGE, 2, 30.0)  # the loops get 60% from 16 s
+    assert [s.workers(2) for s in short] == [["lagrange", "lagrange-terms"], ["lns", "lns"]]
+    very_short = stages_for(Options(), LARGE, 3, 15.0)  # other worker counts too
     assert stages_for(Options(prove=True), LARGE, 3, 15.0) == very_short
     assert very_short != stages_for(Options(), LARGE, 3, 17.0)
 
@@ -546,8 +549,8 @@ def test_a_built_in_plan_written_out_is_the_same_plan(tmp_path):
 def test_a_run_logs_the_stages_of_its_plan(tmp_path):
     """The default plan's large cases (their conditions lowered to a small
     model), from a file: the run logs its stages, workers and switch as the
-    data says; a short budget runs a short case (on two workers the loop
-    beside lns; without that case, the loops ending their stage sooner)."""
+    data says; a short budget runs the short case, which ends its first stage
+    sooner; 30-60 s on two workers, the loop beside lns."""
     inst = generated(tmp_path, 7, nodes=60, forbidden=0.0, functional=0.0, tightness=0.3)
     text = built_in_text("default").replace("variables_min = 1000", "variables_min = 1")
     text = text.replace("points_max = 2000", "points_max = 0")
@@ -562,13 +565,13 @@ def test_a_run_logs_the_stages_of_its_plan(tmp_path):
         ends = [float(line.split(" until ")[1].split("s:")[0]) for line in stages]
         return [line.split(": ", 1)[1] for line in stages], ends[0] / ends[1]
 
-    beside, _ = staged(text)
-    assert beside == ["lagrange, lns", "lns, lns"]
-    text = text.replace("seconds_max = 60", "seconds_max = 0")
     short, short_end = staged(text)
-    long, long_end = staged(text.replace("seconds_max = 16", "seconds_max = 0"))
+    text = text.replace("seconds_max = 16", "seconds_max = 0")
+    long, long_end = staged(text)
     assert short == long == ["lagrange, lagrange-terms; the switch at 50%", "lns, lns"]
     assert short_end < 0.8 * long_end  # the first stage: 35% against 60% of the time
+    beside, _ = staged(text.replace("seconds_min = 30", "seconds_min = 0"))
+    assert beside == ["lagrange, lns", "lns, lns"]
 
 
 BAD_PLANS = {

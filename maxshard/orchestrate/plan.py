@@ -29,7 +29,7 @@ A plan that depends on the model is a list of cases, the first whose
 ``when`` holds is run; the last case has no ``when``::
 
     [[case]]
-    when = { points_max = 2000 }   # also variables_min/_max, workers_min/_max, seconds_max
+    when = { points_max = 2000 }   # also variables_min/_max, workers_min/_max, seconds_min/_max
     [[case.stage]]
     share = 1.0
     backends = ["toulbar2", "lagrange"]
@@ -61,6 +61,7 @@ CONDITIONS = {
     "variables_max": "the model's variables at most",
     "workers_min": "workers at least",
     "workers_max": "workers at most",
+    "seconds_min": "seconds left after presolve at least",
     "seconds_max": "seconds left after presolve at most",
 }
 BUILT_IN = ("default", "prove")
