@@ -892,3 +892,30 @@ def test_presolve_in_a_child_raises_what_reduce_raises(tmp_path):
     assert max(u for u, lo, hi in zip(needs, inst.lo, inst.hi, strict=True) if lo < hi) > 0
     with pytest.raises(Infeasible, match="exceeds the limit|fits in memory"):
         presolve(inst, True, [])
+
+
+def test_an_interrupted_presolve_kills_its_child_at_once(tmp_path, monkeypatch):
+    """A signal while the child presolves: the run goes on to its answer at
+    once, and the child is killed (not left presolving, nor waited for)."""
+    import maxshard.reduce as reduce_module
+    from maxshard.orchestrate import presolve as module
+    from maxshard.orchestrate import workers
+
+    class Stop(BaseException):
+        pass
+
+    def interrupted(names):
+        raise Stop
+
+    monkeypatch.setattr(reduce_module, "reduce", lambda inst, **kw: time.sleep(60))
+    monkeypatch.setattr(module, "prepare", interrupted)
+    inst = generated(tmp_path, 9, nodes=20)
+    start = time.monotonic()
+    with pytest.raises(Stop):
+        module.presolve(inst, True, [])
+    assert time.monotonic() - start < 0.5
+    (child,) = workers._HELPERS
+    child.join(timeout=2)
+    assert child.exitcode == -signal.SIGKILL
+    workers.kill_workers()
+    assert not workers._HELPERS

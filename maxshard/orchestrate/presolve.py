@@ -31,20 +31,24 @@ def presolve(inst: Instance, passes: bool, backends: Iterable[str]) -> Model:
     Raises what ``reduce`` raises (:class:`~maxshard.reduce.Infeasible`)."""
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_reduce_in_child, args=(inst, passes, send), daemon=True)
+    args = (inst, passes, send, receive)
+    child = ctx.Process(target=_reduce_in_child, args=args, daemon=True)
     child.start()
     send.close()
-    track(child)  # killed with the workers if the run is interrupted
+    track(child)  # and reaped with the workers
     try:
         prepare(backends)
         try:
             kind, value = receive.recv()
         except EOFError:  # the child died (killed, out of memory): no model came
             kind, value = "died", None
+    except BaseException:  # a signal or the deadline: the answer goes out now
+        child.kill()
+        raise
     finally:
         receive.close()
-        child.join(timeout=1)
-        untrack(child)
+    child.join(timeout=1)  # it has sent the model, or died
+    untrack(child)
     if kind == "error":
         raise value
     if kind == "model":
@@ -69,9 +73,10 @@ def prepare(backends: Iterable[str]) -> None:
                 continue
 
 
-def _reduce_in_child(inst: Instance, passes: bool, conn: Connection) -> None:
+def _reduce_in_child(inst: Instance, passes: bool, conn: Connection, theirs: Connection) -> None:
     from ..reduce import reduce
 
+    theirs.close()  # so that a send to a run gone fails instead of blocking
     # the run's handlers answer a signal; the child just goes (the run kills it)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
