@@ -841,6 +841,7 @@ def test_presolve_runs_in_a_child_while_the_backends_are_prepared_here(tmp_path,
     import os
 
     import maxshard.reduce as reduce_module
+    from maxshard.orchestrate import presolve as module
     from maxshard.orchestrate.presolve import presolve
 
     real = registry.available()
@@ -856,6 +857,7 @@ def test_presolve_runs_in_a_child_while_the_backends_are_prepared_here(tmp_path,
     def recording(inst, **kw):
         with open(pids, "a") as f:
             f.write(f"{os.getpid()}\n")
+        time.sleep(0.5)  # longer than preparing, as on the large models
         return real_reduce(inst, **kw)
 
     monkeypatch.setattr(reduce_module, "reduce", recording)
@@ -869,6 +871,13 @@ def test_presolve_runs_in_a_child_while_the_backends_are_prepared_here(tmp_path,
     assert same_model(model, real_reduce(inst))
     x = model.min_usage_solution()
     assert evaluate(inst, model.reconstruct(x)).cost == model.cost(x)
+    # preparing stops once presolve has answered: the workers load the rest
+    PREPARED.clear()
+    module.prepare(["preparer"], until=lambda: True)
+    assert PREPARED == []
+    answered = iter([False, True])  # presolve answers while "preparer" loads
+    module.prepare(["preparer"], until=lambda: next(answered))
+    assert PREPARED == []
 
 
 def test_presolve_falls_back_to_this_process_when_its_child_dies(tmp_path, monkeypatch):
@@ -904,7 +913,7 @@ def test_an_interrupted_presolve_kills_its_child_at_once(tmp_path, monkeypatch):
     class Stop(BaseException):
         pass
 
-    def interrupted(names):
+    def interrupted(names, until):
         raise Stop
 
     monkeypatch.setattr(reduce_module, "reduce", lambda inst, **kw: time.sleep(60))
