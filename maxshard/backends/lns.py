@@ -261,7 +261,8 @@ class Graph:
         self.model = model
         ends = np.concatenate([model.edge_u, model.edge_v])
         order = np.argsort(ends, kind="stable")
-        self.adj_off = offsets(np.bincount(ends, minlength=model.nv))
+        self.degree = np.bincount(ends, minlength=model.nv)
+        self.adj_off = offsets(self.degree)
         self.adj_edge = np.concatenate([np.arange(model.m)] * 2)[order]
         self.adj_other = np.concatenate([model.edge_v, model.edge_u])[order]
         order = np.argsort(model.term_var, kind="stable")
@@ -287,25 +288,34 @@ class Graph:
 
     def walk(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Up to ``size`` variables reached breadth-first over the edges from a
-        random one (neighbours in random order; a new random root when the
-        component runs out)."""
+        random one (each variable's neighbours in random order; a new random
+        root when the component runs out). Level by level, in arrays: a walk
+        of 400 variables one at a time took 5% of ``lns``'s time on N."""
         nv = self.model.nv
+        size = min(size, nv)
         seen = np.zeros(nv, dtype=bool)
-        picked: list[int] = []
-        while len(picked) < min(size, nv):
+        picked: list[np.ndarray] = []
+        count = 0
+        while count < size:
             root = int(rng.integers(nv))
             if seen[root]:
                 continue
             seen[root] = True
-            queue = [root]
-            while queue and len(picked) < size:
-                v = queue.pop(0)
-                picked.append(v)
-                nb = self.adj_other[self.adj_off[v] : self.adj_off[v + 1]]
+            level = np.array([root], dtype=np.int64)
+            while len(level) and count < size:
+                picked.append(level[: size - count])
+                count += len(picked[-1])
+                # the queue's next stretch: each one's unseen neighbours, shuffled,
+                # in the order of the variables they were reached from
+                at = _positions(self.adj_off, level)
+                parent = np.repeat(np.arange(len(level)), self.degree[level])
+                order = np.lexsort((rng.random(len(at)), parent))
+                nb = self.adj_other[at[order]]
                 nb = nb[~seen[nb]]
-                seen[nb] = True
-                queue.extend(rng.permutation(nb).tolist())
-        return np.array(sorted(picked), dtype=np.int64)
+                _, first = np.unique(nb, return_index=True)
+                level = nb[np.sort(first)]
+                seen[level] = True
+        return np.sort(np.concatenate(picked)).astype(np.int64)
 
     def window(self, rng: np.random.Generator, load: np.ndarray, size: int) -> np.ndarray:
         """The ``size`` variables whose memory terms come nearest in time to a
