@@ -212,13 +212,24 @@ def cross_tables(inst: Instance, forest: Forest) -> dict[tuple[int, int], np.nda
     alone = np.zeros(len(e), dtype=bool)
     alone[first_at[seen == 1]] = True
     keep = plain & alone
-    ncols = np.diff(inst.strat_off)[v]
-    for k in np.flatnonzero(keep).tolist():
-        t = inst.edge_cost[inst.edge_off[e[k]] : inst.edge_off[e[k] + 1]].reshape(-1, ncols[k])
-        t = t if t.max(initial=0) <= FORBIDDEN else np.minimum(t, FORBIDDEN)
-        tables[(int(u[k]), int(v[k])) if u[k] < v[k] else (int(v[k]), int(u[k]))] = (
-            t if u[k] < v[k] else t.T
-        )
+    ks = np.flatnonzero(keep)
+    if len(ks):  # one loop over plain lists (N: 13,000 tables)
+        top = np.maximum.reduceat(inst.edge_cost, inst.edge_off[:-1])  # no table is empty
+        begin, end = inst.edge_off[e[ks]], inst.edge_off[e[ks] + 1]
+        uk, vk = u[ks], v[ks]
+        for p, q, lo, hi, nc, swap, big in zip(
+            np.minimum(uk, vk).tolist(),
+            np.maximum(uk, vk).tolist(),
+            begin.tolist(),
+            end.tolist(),
+            np.diff(inst.strat_off)[vk].tolist(),
+            (uk > vk).tolist(),
+            (top[e[ks]] > FORBIDDEN).tolist(),
+            strict=True,
+        ):
+            t = inst.edge_cost[lo:hi].reshape(-1, nc)
+            t = np.minimum(t, FORBIDDEN) if big else t
+            tables[(p, q)] = t.T if swap else t
     e = e[~keep]
     if not len(e):
         return tables
