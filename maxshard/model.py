@@ -124,12 +124,14 @@ class Model:
         return int((self.unary[self.dom_off[:-1] + x] >= worst).sum() + (edge >= worst).sum())
 
     def load(self, x: np.ndarray) -> np.ndarray:
-        """Total usage at every kept point."""
-        used = self.term_usage[self.term_off[:-1] + x[self.term_var]]
-        diff = np.zeros(len(self.base) + 1, dtype=np.int64)
-        np.add.at(diff, self.term_lo, used)
-        np.add.at(diff, self.term_hi, -used)
-        return self.base + np.cumsum(diff[:-1])
+        """Total usage at every kept point. The terms starting (ending) at a
+        point are summed in doubles, exactly: their sum is at most a load, and
+        presolve keeps every load below 2**52 (``reduce.work.SAFE_LOAD``).
+        (S: 0.2 ms; ``np.add.at`` in integers took 2.6.)"""
+        used = self.term_usage[self.term_off[:-1] + x[self.term_var]].astype(np.float64)
+        n = len(self.base) + 1
+        diff = np.bincount(self.term_lo, used, n) - np.bincount(self.term_hi, used, n)
+        return self.base + np.cumsum(diff[:-1].astype(np.int64))
 
     def fits(self, x: np.ndarray) -> bool:
         return self.limit is None or not len(self.base) or int(self.load(x).max()) <= self.limit
@@ -248,10 +250,19 @@ def reparametrise(model: Model) -> tuple[np.ndarray, list[np.ndarray], int]:
 
 
 def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:
-    """Index within each CSR segment of its smallest value (first on ties)."""
-    seg = np.repeat(np.arange(len(off) - 1), np.diff(off))
-    order = np.lexsort((np.arange(len(values)), values, seg))
-    return order[off[:-1]] - off[:-1]
+    """Index within each CSR segment (none empty) of its smallest value (first
+    on ties). By each segment's minimum, not a sort: S's 76,000 values in
+    0.5 ms instead of 15 (the multiplier loop takes it every round)."""
+    lens = np.diff(off)
+    if not len(lens):
+        return np.zeros(0, dtype=np.int64)
+    hit = np.flatnonzero(values == np.repeat(np.minimum.reduceat(values, off[:-1]), lens))
+    seg = np.repeat(np.arange(len(lens)), lens)[hit]
+    first = hit[np.flatnonzero(np.diff(seg, prepend=-1))]
+    if len(first) != len(lens):  # a segment of NaN only: sorted last, as a sort would
+        seg = np.repeat(np.arange(len(lens)), lens)
+        first = np.lexsort((np.arange(len(values)), values, seg))[off[:-1]]
+    return first - off[:-1]
 
 
 def kept_points(inst: Instance) -> np.ndarray:

@@ -44,6 +44,20 @@ def direct_sum(model, weight):
     return total
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_segment_argmin_is_each_segments_first_smallest(seed):
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(1, 6, 200)
+    off = np.concatenate([[0], np.cumsum(lens)])
+    values = rng.integers(0, 3, int(off[-1])).astype(np.float64)  # many ties
+    values[rng.random(len(values)) < 0.2] = np.inf
+    want = [int(np.argmin(values[a:b])) for a, b in zip(off[:-1], off[1:], strict=True)]
+    assert segment_argmin(values, off).tolist() == want
+    values[off[3] : off[4]] = np.nan  # NaN only in one segment: its first value
+    assert segment_argmin(values, off)[3] == 0
+    assert len(segment_argmin(values[:0], off[:1])) == 0
+
+
 def test_penalties_match_a_direct_sum(tmp_path):
     _, model = model_for(tmp_path, 1, nodes=40, max_strategies=4, forbidden=0.0, tightness=0.1)
     lam = np.random.default_rng(0).random(len(model.base))
