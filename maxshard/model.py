@@ -259,7 +259,7 @@ def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:
     hit = np.flatnonzero(values == np.repeat(np.minimum.reduceat(values, off[:-1]), lens))
     seg = np.repeat(np.arange(len(lens)), lens)[hit]
     first = hit[np.flatnonzero(np.diff(seg, prepend=-1))]
-    if len(first) != len(lens):  # a segment of NaN only: sorted last, as a sort would
+    if len(first) != len(lens):  # a NaN makes its segment's minimum NaN: sort, NaN last
         seg = np.repeat(np.arange(len(lens)), lens)
         first = np.lexsort((np.arange(len(values)), values, seg))[off[:-1]]
     return first - off[:-1]

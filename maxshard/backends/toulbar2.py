@@ -226,8 +226,8 @@ def post(
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
     costs = float_costs(unary)
     for where in _groups(sizes):
-        rows = costs[dom_off[where][:, None] + np.arange(sizes[where[0]])]
-        wcsp.postUnaryVecConstraints(where, rows, False)
+        each = costs[dom_off[where][:, None] + np.arange(sizes[where[0]])]
+        wcsp.postUnaryVecConstraints(where, each, False)
     if not len(edge_i):
         return
     table_costs = float_costs(tables)
