@@ -43,10 +43,7 @@ def units(model: Model) -> Units | None:
 def most_load(model: Model, usage: np.ndarray) -> np.ndarray:
     """Per point, the largest load its live terms could reach (in units)."""
     top = np.maximum.reduceat(usage, model.term_off[:-1]) if len(usage) else usage
-    diff = np.zeros(len(model.base) + 1, dtype=np.int64)
-    np.add.at(diff, model.term_lo, top)
-    np.add.at(diff, model.term_hi, -top)
-    return np.cumsum(diff[:-1])
+    return model.live_sum(top)
 
 
 def binding(model: Model, mem: Units) -> np.ndarray:

@@ -124,14 +124,20 @@ class Model:
         return int((self.unary[self.dom_off[:-1] + x] >= worst).sum() + (edge >= worst).sum())
 
     def load(self, x: np.ndarray) -> np.ndarray:
-        """Total usage at every kept point. The terms starting (ending) at a
-        point are summed in doubles, exactly: their sum is at most a load, and
-        presolve keeps every load below 2**52 (``reduce.work.SAFE_LOAD``).
-        (S: 0.2 ms; ``np.add.at`` in integers took 2.6.)"""
-        used = self.term_usage[self.term_off[:-1] + x[self.term_var]].astype(np.float64)
+        """Total usage at every kept point."""
+        return self.base + self.live_sum(self.term_usage[self.term_off[:-1] + x[self.term_var]])
+
+    def live_sum(self, per_term: np.ndarray) -> np.ndarray:
+        """Per kept point, the sum of ``per_term`` (one integer per memory
+        term, at most its largest usage) over the terms live there. The terms
+        starting (ending) at a point are summed in doubles, exactly: their sum
+        is at most a load, and presolve keeps every load below 2**52
+        (``reduce.work.SAFE_LOAD``). (S: 0.2 ms; ``np.add.at`` in integers
+        took 2.6.)"""
+        weight = per_term.astype(np.float64)
         n = len(self.base) + 1
-        diff = np.bincount(self.term_lo, used, n) - np.bincount(self.term_hi, used, n)
-        return self.base + np.cumsum(diff[:-1].astype(np.int64))
+        diff = np.bincount(self.term_lo, weight, n) - np.bincount(self.term_hi, weight, n)
+        return np.cumsum(diff[:-1].astype(np.int64))
 
     def fits(self, x: np.ndarray) -> bool:
         return self.limit is None or not len(self.base) or int(self.load(x).max()) <= self.limit

@@ -522,6 +522,9 @@ def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():
     assert stages_for(Options(prove=True), LARGE, 2, 15.0) == short
     assert short != stages_for(Options(), LARGE, 2, 30.0)  # the loops get 60% from 16 s
     assert [s.workers(2) for s in short] == [["lagrange", "lagrange-terms"], ["lns", "lns"]]
+    beside = stages_for(Options(), LARGE, 2, 45.0)  # 30-60 s: the loop beside lns in both
+    assert stages_for(Options(prove=True), LARGE, 2, 45.0) == beside
+    assert [s.workers(2) for s in beside] == [["lagrange", "lns"], ["lns", "lns"]]
     very_short = stages_for(Options(), LARGE, 3, 15.0)  # other worker counts too
     assert stages_for(Options(prove=True), LARGE, 3, 15.0) == very_short
     assert very_short != stages_for(Options(), LARGE, 3, 17.0)

@@ -261,8 +261,7 @@ class Graph:
         self.model = model
         ends = np.concatenate([model.edge_u, model.edge_v])
         order = np.argsort(ends, kind="stable")
-        self.degree = np.bincount(ends, minlength=model.nv)
-        self.adj_off = offsets(self.degree)
+        self.adj_off = offsets(np.bincount(ends, minlength=model.nv))
         self.adj_edge = np.concatenate([np.arange(model.m)] * 2)[order]
         self.adj_other = np.concatenate([model.edge_v, model.edge_u])[order]
         order = np.argsort(model.term_var, kind="stable")
@@ -308,7 +307,8 @@ class Graph:
                 # the queue's next stretch: each one's unseen neighbours, shuffled,
                 # in the order of the variables they were reached from
                 at = _positions(self.adj_off, level)
-                parent = np.repeat(np.arange(len(level)), self.degree[level])
+                degree = self.adj_off[level + 1] - self.adj_off[level]
+                parent = np.repeat(np.arange(len(level)), degree)
                 order = np.lexsort((rng.random(len(at)), parent))
                 nb = self.adj_other[at[order]]
                 nb = nb[~seen[nb]]
