@@ -111,7 +111,7 @@ def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch
     assert dives and relaxed and relaxed[0] - start >= 1.0
 
     dives.clear()
-    leader = Lagrange().prices(model).state()
+    leader = Lagrange().prices(model, model.cost(model.min_usage_solution())).state()
     report = Context(Recorder(), inherited=leader)  # what a copy restarted at the switch gets
     start = time.monotonic()
     Lagrange().solve(model, start + 5, None, report, 0)

@@ -17,6 +17,7 @@ from maxshard.backends.lagrange import (
 )
 from maxshard.backends.local import Search
 from maxshard.evaluate import evaluate
+from maxshard.instance import FORBIDDEN
 from maxshard.model import segment_argmin
 
 from .conftest import Recorder, generated, reduced_or_skip
@@ -97,6 +98,18 @@ def test_term_weights_bracket_each_term(tmp_path, seed):
     assert (weights.penalties() >= 0).all()
 
 
+def test_term_weights_start_at_the_cost_per_unit_of_the_limit(tmp_path):
+    """The term-priced loop's weights start where its first solution's cost
+    would buy the whole limit (not at 1 in the model's cost unit); a first
+    solution with a forbidden pick gives no scale."""
+    _, model = model_for(tmp_path, 0, nodes=60, max_strategies=4, forbidden=0.0, tightness=0.1)
+    cost = model.cost(model.min_usage_solution())
+    assert model.limit and cost
+    assert np.allclose(TermLagrange().prices(model, cost).w, cost / model.limit)
+    assert np.allclose(TermLagrange().prices(model, 1000 * cost).w, 1000 * cost / model.limit)
+    assert np.allclose(TermLagrange().prices(model, FORBIDDEN).w, 1.0)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_repair_restores_memory_feasibility(tmp_path, seed):
     _, model = model_for(tmp_path, seed, nodes=80, max_strategies=4, forbidden=0.0, tightness=0.1)
@@ -165,7 +178,7 @@ def test_a_restarted_loop_goes_on_from_the_prices_it_inherits(
         lagrange, "solve_penalised", lambda m, pen, *a: (priced.append(pen), real(m, pen, *a))[1]
     )
     backend().solve(model, time.monotonic() + 3, None, Handover(leader), 1)
-    prices = backend().prices(model)
+    prices = backend().prices(model, model.cost(model.min_usage_solution()))
     cold = lagrange.whole(prices.penalties())
     prices.restore(leader)
     warm = lagrange.whole(prices.penalties())
@@ -270,7 +283,8 @@ def test_each_loops_bound_round_never_exceeds_the_optimum(tmp_path, seed):
     best, _ = brute_force(inst)
     if model.limit is None or not len(model.base):
         pytest.skip("no memory left to price")
-    for prices in (Lagrange().prices(model), TermLagrange().prices(model)):
+    cost = model.cost(model.min_usage_solution())
+    for prices in (Lagrange().prices(model, cost), TermLagrange().prices(model, cost)):
         found = []
         for round_ in range(4):
             raw = prices.penalties()

@@ -141,7 +141,7 @@ class Lagrange:
             return Result(Status.FEASIBLE, best_x)
 
         ctx = context(report)
-        prices = self.prices(model, ascent=not ctx.peer_provides("ascent"))
+        prices = self.prices(model, best_cost, ascent=not ctx.peer_provides("ascent"))
         # a copy restarted at the leader switch goes on from the leader's prices
         warm = ctx.inherited
         if warm is not None:
@@ -246,8 +246,9 @@ class Lagrange:
         ctx.hand_over(prices.state())
         return best_x, best_cost
 
-    def prices(self, model: Model, ascent: bool = True) -> Multipliers | TermWeights:
-        """The loop's prices; ``ascent=False``: without a dual ascent of their own."""
+    def prices(self, model: Model, cost: int, ascent: bool = True) -> Multipliers | TermWeights:
+        """The loop's prices, for a model whose first solution costs ``cost``;
+        ``ascent=False``: without a dual ascent of their own."""
         return Multipliers(model, self.theta, ascent)
 
     def primal(
@@ -291,8 +292,13 @@ class TermLagrange(Lagrange):
     relax_seconds = 6
     exchanges = True
 
-    def prices(self, model: Model, ascent: bool = True) -> Multipliers | TermWeights:
-        return TermWeights(model, ascent=ascent)
+    def prices(self, model: Model, cost: int, ascent: bool = True) -> Multipliers | TermWeights:
+        # the weights start at the first solution's cost per unit of the limit,
+        # not at 1 in the model's cost unit, from where the brackets took many
+        # rounds of 6-10 s to grow: alone for 40 s, seed 0, N reached 2.44e11
+        # against 3.01e11, S 1.62e9 against 1.71e9 (docs/history.md)
+        start = cost / max(1, model.limit) if cost < FORBIDDEN else 1.0
+        return TermWeights(model, start=start, ascent=ascent)
 
 
 class Multipliers:
@@ -395,10 +401,12 @@ class TermWeights:
     weight by ``descent``; until it has fitted once (no upper end), a broken
     round multiplies it by 4. Brackets go stale as the other weights move, so
     each round the lower end of a fitting term shrinks by 1.5 and the upper
-    end of a broken one grows by 1.35.
+    end of a broken one grows by 1.35. Every weight starts at ``start``:
+    :class:`TermLagrange` gives its first solution's cost per unit of the limit.
 
-    Measured on S, one worker, 120 s: ``descent`` 2, 4 and 8 reached 1.549e9,
-    1.58e9 and 1.530-1.537e9 (each the same at every seed tried); the winner's
+    Measured on S, one worker, 120 s (weights then starting at 1): ``descent``
+    2, 4 and 8 reached 1.549e9, 1.58e9 and 1.530-1.537e9 (each the same at
+    every seed tried); the winner's
     seeded noise of +-12.5% on the weights scattered the outcome (1.559e9 and
     1.646e9), so the weights here are deterministic.
     """
