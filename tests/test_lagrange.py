@@ -101,13 +101,14 @@ def test_term_weights_bracket_each_term(tmp_path, seed):
 def test_term_weights_start_at_the_cost_per_unit_of_the_limit(tmp_path):
     """The term-priced loop's weights start where its first solution's cost
     would buy the whole limit (not at 1 in the model's cost unit); a first
-    solution with a forbidden pick gives no scale."""
+    solution with a forbidden pick, or free, gives no scale."""
     _, model = model_for(tmp_path, 0, nodes=60, max_strategies=4, forbidden=0.0, tightness=0.1)
     cost = model.cost(model.min_usage_solution())
     assert model.limit and cost
     assert np.allclose(TermLagrange().prices(model, cost).w, cost / model.limit)
     assert np.allclose(TermLagrange().prices(model, 1000 * cost).w, 1000 * cost / model.limit)
     assert np.allclose(TermLagrange().prices(model, FORBIDDEN).w, 1.0)
+    assert np.allclose(TermLagrange().prices(model, 0).w, 1.0)
 
 
 @pytest.mark.parametrize("seed", range(4))

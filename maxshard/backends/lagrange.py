@@ -297,7 +297,8 @@ class TermLagrange(Lagrange):
         # not at 1 in the model's cost unit, from where the brackets took many
         # rounds of 6-10 s to grow: alone for 40 s, seed 0, N reached 2.44e11
         # against 3.01e11, S 1.62e9 against 1.71e9 (docs/history.md)
-        start = cost / max(1, model.limit) if cost < FORBIDDEN else 1.0
+        # (a weight of 0 never grows: a free or forbidden first solution gives no scale)
+        start = cost / max(1, model.limit) if 0 < cost < FORBIDDEN else 1.0
         return TermWeights(model, start=start, ascent=ascent)
 
 
