@@ -293,12 +293,12 @@ class TermLagrange(Lagrange):
     exchanges = True
 
     def prices(self, model: Model, cost: int, ascent: bool = True) -> Multipliers | TermWeights:
-        # the weights start at the first solution's cost per unit of the limit,
+        # The weights start at the first solution's cost per unit of the limit,
         # not at 1 in the model's cost unit, from where the brackets took many
         # rounds of 6-10 s to grow: alone for 40 s, seed 0, N reached 2.44e11
-        # against 3.01e11, S 1.62e9 against 1.71e9 (docs/history.md)
-        # (a weight of 0 never grows: a free or forbidden first solution gives no scale)
-        start = cost / max(1, model.limit) if 0 < cost < FORBIDDEN else 1.0
+        # against 3.01e11, S 1.62e9 against 1.71e9 (docs/history.md). A free or
+        # forbidden first solution gives no scale (and a weight of 0 never grows).
+        start = cost / max(1, model.limit or 0) if 0 < cost < FORBIDDEN else 1.0
         return TermWeights(model, start=start, ascent=ascent)
 
 
@@ -407,9 +407,9 @@ class TermWeights:
 
     Measured on S, one worker, 120 s (weights then starting at 1): ``descent``
     2, 4 and 8 reached 1.549e9, 1.58e9 and 1.530-1.537e9 (each the same at
-    every seed tried); the winner's
-    seeded noise of +-12.5% on the weights scattered the outcome (1.559e9 and
-    1.646e9), so the weights here are deterministic.
+    every seed tried); the winner's seeded noise of +-12.5% on the weights
+    scattered the outcome (1.559e9 and 1.646e9), so the weights here are
+    deterministic.
     """
 
     descent = 8.0
