@@ -41,7 +41,7 @@ from numba import njit
 
 from . import work
 from .instance import FORBIDDEN
-from .model import Model, offsets
+from .model import Model, grouped, offsets
 
 
 class Diffusion:
@@ -56,9 +56,7 @@ class Diffusion:
         self.phi_row = np.zeros(int(self.row_base[-1]))
         self.phi_col = np.zeros(int(self.col_base[-1]))
         self.cost = model.edge_cost.astype(np.float64)
-        ends = np.concatenate([model.edge_u, model.edge_v])
-        order = np.argsort(ends, kind="stable")
-        self.inc_off = offsets(np.bincount(ends, minlength=model.nv))
+        self.inc_off, order = grouped(np.concatenate([model.edge_u, model.edge_v]), model.nv)
         self.inc_edge = (order % max(1, model.m)).astype(np.int64)
         self.inc_side = (order >= model.m).astype(np.int64)  # 0: the row end, 1: the column end
         width = int((np.diff(self.inc_off) * dom).max()) if model.nv else 0

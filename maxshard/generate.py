@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 
 from .instance import FORBIDDEN, Instance
-from .model import offsets, ranks
+from .model import grouped, offsets, ranks
 
 
 def generate(
@@ -154,9 +154,7 @@ def cut(inst: Instance, nodes: int, seed: int = 0) -> Instance:
     if not 1 <= nodes <= inst.n:
         raise ValueError(f"cannot cut {nodes} nodes from an instance of {inst.n}")
     rng = np.random.default_rng(seed)
-    ends = np.concatenate([inst.edge_u, inst.edge_v])
-    order = np.argsort(ends, kind="stable")
-    adj_off = offsets(np.bincount(ends, minlength=inst.n))
+    adj_off, order = grouped(np.concatenate([inst.edge_u, inst.edge_v]), inst.n)
     adj = np.concatenate([inst.edge_v, inst.edge_u])[order]
     taken = np.zeros(inst.n, dtype=bool)
     region: list[int] = []

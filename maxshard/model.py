@@ -338,6 +338,14 @@ def offsets(lengths: np.ndarray) -> np.ndarray:
     return off
 
 
+def grouped(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Items grouped by their key in ``0..n-1``, in CSR form: the offsets per
+    key, and the items' indices, each key's in their own order. With the edge
+    ends ``concatenate([edge_u, edge_v])`` as keys, item ``k`` is edge ``k % m``
+    seen from its row end (``k < m``) or its column end: every variable's edges."""
+    return offsets(np.bincount(keys, minlength=n)), np.argsort(keys, kind="stable")
+
+
 def split(values: np.ndarray, off: np.ndarray) -> list[np.ndarray]:
     """The CSR segments of ``values`` as a list of views (np.split, 10x faster)."""
     bounds = off.tolist()

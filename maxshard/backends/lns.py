@@ -48,7 +48,15 @@ from ..backend import Capabilities, Report, Result, Status, context
 from ..evaluate import exact_sum
 from ..instance import FORBIDDEN
 from ..knapsack import merge_terms
-from ..model import Model, offsets, ranks, saturate, saturating_sum, term_penalties
+from ..model import (
+    Model,
+    grouped,
+    offsets,
+    ranks,
+    saturate,
+    saturating_sum,
+    term_penalties,
+)
 from . import toulbar2
 from .lagrange import whole
 from .local import Search, warm_up
@@ -259,14 +267,10 @@ class Graph:
 
     def __init__(self, model: Model) -> None:
         self.model = model
-        ends = np.concatenate([model.edge_u, model.edge_v])
-        order = np.argsort(ends, kind="stable")
-        self.adj_off = offsets(np.bincount(ends, minlength=model.nv))
+        self.adj_off, order = grouped(np.concatenate([model.edge_u, model.edge_v]), model.nv)
         self.adj_edge = np.concatenate([np.arange(model.m)] * 2)[order]
         self.adj_other = np.concatenate([model.edge_v, model.edge_u])[order]
-        order = np.argsort(model.term_var, kind="stable")
-        self.term_off = offsets(np.bincount(model.term_var, minlength=model.nv))
-        self.terms = order
+        self.term_off, self.terms = grouped(model.term_var, model.nv)
         self.term_max = np.maximum.reduceat(model.term_usage, model.term_off[:-1])
         self._text: dict[int, str] = {}
 

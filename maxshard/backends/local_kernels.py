@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..model import Model, offsets
+from ..model import Model, grouped
 
 
 class Graph(NamedTuple):
@@ -54,20 +54,19 @@ class Graph(NamedTuple):
 def graph(model: Model, limit: int) -> Graph:
     """The flat arrays of ``model`` that the kernels read."""
     ncols = model.dom_size[model.edge_v]
-    owner = np.concatenate([model.edge_u, model.edge_v])
-    order = np.argsort(owner, kind="stable")
+    adj_off, order = grouped(np.concatenate([model.edge_u, model.edge_v]), model.nv)
     ones = np.ones(model.m, dtype=np.int64)
-    terms = np.argsort(model.term_var, kind="stable")
+    term_off, terms = grouped(model.term_var, model.nv)
     return Graph(
         dom_off=model.dom_off.astype(np.int64),
         unary=model.unary.astype(np.float64),
-        adj_off=offsets(np.bincount(owner, minlength=model.nv)),
+        adj_off=adj_off,
         adj_nbr=np.concatenate([model.edge_v, model.edge_u])[order].astype(np.int64),
         adj_tab=np.concatenate([model.edge_off[:-1], model.edge_off[:-1]])[order].astype(np.int64),
         adj_own=np.concatenate([ncols, ones])[order].astype(np.int64),
         adj_other=np.concatenate([ones, ncols])[order].astype(np.int64),
         table=model.edge_cost.astype(np.float64),
-        term_off=offsets(np.bincount(model.term_var, minlength=model.nv)),
+        term_off=term_off,
         term_lo=model.term_lo[terms].astype(np.int64),
         term_hi=model.term_hi[terms].astype(np.int64),
         term_use=model.term_off[:-1][terms].astype(np.int64),
