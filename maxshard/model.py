@@ -262,11 +262,10 @@ def segment_argmin(values: np.ndarray, off: np.ndarray) -> np.ndarray:
     lens = np.diff(off)
     if not len(lens):
         return np.zeros(0, dtype=np.int64)
+    seg = np.repeat(np.arange(len(lens)), lens)
     hit = np.flatnonzero(values == np.repeat(np.minimum.reduceat(values, off[:-1]), lens))
-    seg = np.repeat(np.arange(len(lens)), lens)[hit]
-    first = hit[np.flatnonzero(np.diff(seg, prepend=-1))]
+    first = hit[np.flatnonzero(np.diff(seg[hit], prepend=-1))]
     if len(first) != len(lens):  # a NaN makes its segment's minimum NaN: sort, NaN last
-        seg = np.repeat(np.arange(len(lens)), lens)
         first = np.lexsort((np.arange(len(values)), values, seg))[off[:-1]]
     return first - off[:-1]
 
