@@ -44,6 +44,7 @@ import numpy as np
 
 from . import work
 from .bound import Diffusion, floor_bound, slack
+from .mip import new_highs
 from .model import Model, offsets, penalties, running_sum
 
 
@@ -131,8 +132,6 @@ class MultiplierLP:
     """
 
     def __init__(self, model: Model) -> None:
-        from .backends.highs import new_highs
-
         nval, npts = int(model.dom_off[-1]), len(model.base)
         self.nval = nval
         room = np.maximum(model.limit - model.base, 0).astype(np.float64)
@@ -154,7 +153,6 @@ class MultiplierLP:
         index[slots], coef[slots] = value, -delta / self.scale
 
         h = new_highs()
-        h.setOptionValue("threads", 1)
         zeros = np.zeros(nval + npts)
         upper = np.concatenate([np.ones(nval), room / self.scale])
         h.addCols(nval + npts, zeros, zeros, upper, 0, [], [], [])

@@ -9,10 +9,10 @@ import pytest
 from maxshard.ascent import Ascent
 from maxshard.backend import Context
 from maxshard.backends.dual import Dual
-from maxshard.backends.highs import MipForm
 from maxshard.bound import floor_bound, slack
 from maxshard.generate import generate
 from maxshard.instance import FORBIDDEN
+from maxshard.mip import MipForm
 from maxshard.model import penalties
 from maxshard.orchestrate import Best, run_backends
 from maxshard.reader import read_instance
@@ -129,6 +129,31 @@ def test_multiplier_lp_gives_the_best_multipliers_for_the_messages(tmp_path, see
     assert value(np.zeros(len(lam))) <= best + 1e-6 * abs(best)
     # and what the ascent reports for them is this value, rounded down safely
     assert floor_bound(model, best + slack(model, lam), slack(model, lam)) <= best + model.offset
+
+
+def test_multiplier_lp_runs_after_highs_ran_on_other_threads_in_the_process(tmp_path):
+    """HiGHS's thread scheduler is global to a process: once a run on two
+    threads has set it up (here, as a user's session or a test might), the
+    ascent's one-thread LP must still solve, not fail with no multipliers."""
+    import highspy
+
+    highspy.Highs.resetGlobalScheduler(True)  # as in a session whose first run used two
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 2)
+    h.addCols(2, np.array([1.0, 2.0]), np.zeros(2), np.ones(2), 0, [], [], [])
+    rows = (np.array([0], dtype=np.int32), np.array([0, 1], dtype=np.int32), np.ones(2))
+    h.addRows(1, np.ones(1), np.ones(1), 2, *rows)
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    for seed in range(4):
+        model = reduced_or_skip(generated(tmp_path, seed, nodes=10, forbidden=0.0, tightness=0.0))
+        ascent = Ascent(model)
+        if ascent.lp is not None:
+            theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
+            assert ascent.lp.best(theta) is not None
+            return
+    pytest.skip("no generated model with memory rows")
 
 
 def test_dual_goes_on_from_the_state_carried_between_stages(tmp_path):

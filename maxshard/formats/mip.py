@@ -1,6 +1,6 @@
 """Mixed-integer programs (CPLEX LP and free MPS files), written by HiGHS.
 
-The model is the one the ``highs`` backend solves (:class:`~maxshard.backends.highs.MipForm`):
+The model is the one the ``highs`` backend solves (:class:`~maxshard.mip.MipForm`):
 a binary column ``x<v>_<a>`` per value (exactly one per variable), a
 continuous ``y<e>_<a>_<b>`` per allowed table entry, linked to the values by
 the local-polytope rows (exact for binary ``x``, and a strong relaxation), no
@@ -36,7 +36,7 @@ EXACT_BELOW = 10**15
 def write(model: Model, path: Path, header: Header) -> dict:
     import highspy
 
-    from ..backends.highs import MipForm, new_highs
+    from ..mip import MipForm, new_highs
 
     mip = MipForm(model)
     big = float(np.abs(mip.cost).max(initial=0.0))
@@ -61,7 +61,7 @@ def write(model: Model, path: Path, header: Header) -> dict:
     ] * (ncol - mip.n_x)
     lp.col_names_ = column_names(model, mip)
     lp.row_names_ = [f"r{i}" for i in range(nrow)]
-    h = new_highs()
+    h = new_highs(threads=None)  # it only writes the model
     h.passModel(lp)
     with tempfile.TemporaryDirectory() as tmp:
         plain = Path(tmp) / f"model.{header.format}"
