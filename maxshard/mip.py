@@ -3,15 +3,15 @@
 and the ascent's multiplier LP (:mod:`maxshard.ascent`) is built on.
 
 The program (:class:`MipForm`): a binary ``x[v,k]`` per value (exactly one
-per variable) and a continuous ``y[e,a,b]`` per allowed entry of each table. The tables use the
-*local-polytope* linking ``sum_b y[a,b] = x[u,a]`` and ``sum_a y[a,b] =
-x[v,b]``, whose LP relaxation is exact on trees and much tighter than the
-textbook ``y >= x_u + x_v - 1``. Forbidden entries get no ``y``, so they are
-excluded. Memory uses the running-sum form on the kept time points: one
-continuous level ``L[p] = L[p-1] + usage starting at p - usage ending at p``
-bounded by ``limit - base[p]``, which needs two nonzeros per term and value
-instead of one per covered point (the ``highs`` backend's lazy variant posts
-plain rows at chosen points instead).
+per variable) and a continuous ``y[e,a,b]`` per allowed entry of each table.
+The tables use the *local-polytope* linking ``sum_b y[a,b] = x[u,a]`` and
+``sum_a y[a,b] = x[v,b]``, whose LP relaxation is exact on trees and much
+tighter than the textbook ``y >= x_u + x_v - 1``. Forbidden entries get no
+``y``, so they are excluded. Memory uses the running-sum form on the kept
+time points: one continuous level ``L[p] = L[p-1] + usage starting at p -
+usage ending at p`` bounded by ``limit - base[p]``, which needs two nonzeros
+per term and value instead of one per covered point (the ``highs`` backend's
+lazy variant posts plain rows at chosen points instead).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from maxshard.backends.dual import Dual
 from maxshard.bound import floor_bound, slack
 from maxshard.generate import generate
 from maxshard.instance import FORBIDDEN
-from maxshard.mip import MipForm
+from maxshard.mip import MipForm, new_highs
 from maxshard.model import penalties
 from maxshard.orchestrate import Best, run_backends
 from maxshard.reader import read_instance
@@ -137,10 +137,7 @@ def test_multiplier_lp_runs_after_highs_ran_on_other_threads_in_the_process(tmp_
     ascent's one-thread LP must still solve, not fail with no multipliers."""
     import highspy
 
-    highspy.Highs.resetGlobalScheduler(True)  # as in a session whose first run used two
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 2)
+    h = new_highs(threads=2)  # as in a session whose first run used two
     h.addCols(2, np.array([1.0, 2.0]), np.zeros(2), np.ones(2), 0, [], [], [])
     rows = (np.array([0], dtype=np.int32), np.array([0, 1], dtype=np.int32), np.ones(2))
     h.addRows(1, np.ones(1), np.ones(1), 2, *rows)
