@@ -21,18 +21,18 @@ block at a time:
                                                  load_p(x) <= limit - base_p,
 
    whose optimal duals are the best multipliers for these messages
-   (:class:`MultiplierLP`; HiGHS solves it in a fraction of a second,
-   warm-started from its last basis). Neither step lowers ``D``.
+   (:class:`MultiplierLP`: HiGHS on the part of it that binds, 0.03-0.3 s
+   on the benchmarks). Neither step lowers ``D``.
 
 Every value of ``D`` is a proven bound whatever the LP returned (it is
 computed here, in float64 with a safety margin, from the multipliers as they
 are), so numerical trouble in the LP can cost quality, never validity.
 
-Measured (one worker, the other core busy, sweeps for half the LP's time):
-S reaches 1.4830e9 in 30 s and 1.51116e9 in 180 s (published bound
-1.51124e9 after a 25.7 h MILP run; the optimum is near 1.5114e9), M 4.970e10
-in 180 s (published 4.941e10), U 2.096e9 in 300 s (2.019e9), N 1.908e11 in
-180 s (1.729e11), A 6.518e9 in 11 s (6.514e9). On the 2,000-node cuts of S
+Measured (one worker, the other core busy, sweeps for half the LP's time),
+at 30 s: S 1.494-1.496e9, M 4.938-4.949e10, N 1.878e11, U 1.836-1.849e9
+(published bounds after hours of MILP: S 1.51124e9, M 4.941e10, N
+1.729e11, U 2.019e9). Before :class:`MultiplierLP` solved only the binding
+part (S 180 s: 1.51116e9; U 300 s: 2.096e9; A 11 s: 6.518e9). On the 2,000-node cuts of S
 and M of the standard suite it reaches the LP optimum (checked with HiGHS's
 interior point solver). It can stall below it: on V at 1,245,926 (LP optimum
 1,319,613), where the Lagrangian loop's proven relaxed solves bound higher.
@@ -41,11 +41,12 @@ interior point solver). It can stall below it: on V at 1,245,926 (LP optimum
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from . import work
 from .bound import Diffusion, floor_bound, slack
 from .mip import new_highs
-from .model import Model, offsets, penalties, running_sum
+from .model import Model, offsets, penalties, ranks, running_rows
 
 
 class Ascent:
@@ -65,7 +66,7 @@ class Ascent:
         self.lam = np.zeros(len(model.base))
         self.lp = MultiplierLP(model) if self.memory and self.usable else None
         #: the last LP's seconds (None before the first, which may take longer:
-        #: P's first took 2-8 s, the warm-started ones after it a fraction)
+        #: it starts from no active points)
         self.lp_seconds: float | None = None
         self.last = -np.inf
         #: no more progress to expect: diffusion alone (no memory) gained nothing
@@ -120,68 +121,218 @@ class Ascent:
 
 
 class MultiplierLP:
-    """``min sum theta . x`` over one value per variable under the memory rows.
+    """``min sum theta . x`` over one value per variable under the memory rows,
+    solved on a part of it that grows until its solution fits everywhere.
 
-    Columns are the values, then one memory level per kept point (``0 <=
-    level_p <= limit - base_p``, in units of :attr:`scale`); row ``p`` of the
-    memory says ``level_p - level_(p-1) - (usage of the values starting at p -
-    usage of those ending at p) = 0`` (the running-sum form,
-    :func:`~maxshard.model.running_sum`: two entries per term value instead of
-    one per covered point; S's LP has 76,000 value columns and 20,000 rows).
-    A level at its upper bound has reduced cost ``-lam_p``, the multiplier.
+    Three reductions, each exact for multipliers ``>= 0``:
+
+    * *points*: rows only for the *active* points, those whose multiplier was
+      positive at the last call (S: 30-200 of 13,745). The solution is then
+      checked at every point, the overloaded ones join, and the LP is solved
+      again, until it fits everywhere: it is then optimal for the whole LP,
+      and its duals (0 at the other points) are the whole LP's best
+      multipliers. The first call starts from one point per stretch of points
+      that the cheapest values overload.
+    * *variables*: one with no term at an active point takes its cheapest
+      value (the least usage among ties) and stays out of the LP.
+    * *values*: of a variable with one memory term only the lower hull of its
+      values' (usage, cost) points, from the least usage to the cheapest, can
+      carry weight (any other is beaten by a mix of two hull values at no more
+      usage); a variable with several terms keeps all its values.
+
+    Each part is a fresh HiGHS LP: columns its values, then one memory level
+    per active point (``0 <= level_p <= limit - base_p``, in units of
+    :attr:`scale`); row ``p`` says ``level_p - level_(p-1) - (usage of the
+    values starting at p - usage of those ending at p) = 0`` (the running-sum
+    form, :func:`~maxshard.model.running_rows`). A level at its upper bound
+    has reduced cost ``-lam_p``, the multiplier.
+
+    Measured, the ascent alone (:mod:`maxshard.backends.dual`), beside the
+    whole LP warm-started from its last basis as it was before: the first LP
+    took 0.05-0.85 s on N, U, M and S (whole: 1.0-2.7 s; P 11.7 s), the later
+    ones 0.03-0.23 s (0.17-0.79 s); the bound at 30 s rose 1.6-4.6% (details:
+    docs/history.md, *The multiplier LP on its binding part*).
     """
 
     def __init__(self, model: Model) -> None:
-        nval, npts = int(model.dom_off[-1]), len(model.base)
-        self.nval = nval
-        room = np.maximum(model.limit - model.base, 0).astype(np.float64)
+        self.model = model
+        nval = int(model.dom_off[-1])
+        self.room = np.maximum(model.limit - model.base, 0).astype(np.float64)
         # memory in units of the largest room: coefficients of order one
-        self.scale = float(max(1.0, room.max()))
-        row_off, value, delta = running_sum(model)
+        self.scale = float(max(1.0, self.room.max()))
+        sizes = np.diff(model.term_off)
+        #: each usage entry's term and value (global index)
+        self.entry_term = np.repeat(np.arange(len(sizes)), sizes)
+        self.entry_value = np.repeat(model.dom_off[model.term_var], sizes) + ranks(sizes)
+        self.value_var = np.repeat(np.arange(model.nv), np.diff(model.dom_off))
+        #: per value its usage summed over its terms (the tie-break among cheapest values)
+        self.usage = np.bincount(self.entry_value, model.term_usage.astype(np.float64), nval)
+        terms = np.bincount(model.term_var, minlength=model.nv)
+        #: per variable its one memory term, or -1 (none, or several)
+        self.single = np.full(model.nv, -1, dtype=np.int64)
+        one = np.flatnonzero(terms[model.term_var] == 1)
+        self.single[model.term_var[one]] = one
+        #: the points with a row: those whose multiplier was positive last time
+        self.active = np.zeros(len(model.base), dtype=bool)
+
+    def best(self, theta: np.ndarray, seconds: float = np.inf) -> np.ndarray | None:
+        """The LP's multipliers for value costs ``theta``; None if an LP failed
+        or ``seconds`` ran out."""
+        m = self.model
+        end = work.now() + seconds
+        hull = np.zeros(len(theta), dtype=np.bool_)
+        lower_hull(m.dom_off, theta, self.single, m.term_off, m.term_usage, hull)
+        x = np.zeros(len(theta))
+        x[self._cheapest(theta)] = 1.0
+        active = self.active.copy()
+        if not active.any():
+            active = self._overloaded(self._load(x), active, one_per_stretch=True)
+        lam_part = np.zeros(0)
+        while active.any():
+            part = self._solve(theta, active, hull, max(0.01, end - work.now()))
+            if part is None:
+                return None
+            lam_part, cols, x_part = part
+            x_all = x.copy()
+            x_all[np.isin(self.value_var, self.value_var[cols])] = 0.0
+            x_all[cols] = x_part
+            more = self._overloaded(self._load(x_all), active)
+            if not more.any():
+                break
+            active |= more
+        lam = np.zeros(len(m.base))
+        lam[active] = lam_part
+        self.active = lam > 0
+        return lam
+
+    def _cheapest(self, theta: np.ndarray) -> np.ndarray:
+        """Per variable its cheapest value (global index), the least usage among ties."""
+        sizes = np.diff(self.model.dom_off)
+        low = np.repeat(np.minimum.reduceat(theta, self.model.dom_off[:-1]), sizes)
+        tied = theta <= low + 1e-9 * np.abs(low)
+        order = np.lexsort((np.where(tied, self.usage, np.inf), self.value_var))
+        return order[self.model.dom_off[:-1]]
+
+    def _load(self, x: np.ndarray) -> np.ndarray:
+        """Variable load of the fractional assignment ``x`` at every point."""
+        m = self.model
+        per_term = np.bincount(self.entry_term, x[self.entry_value] * m.term_usage, len(m.term_var))
+        n = len(m.base) + 1
+        return np.cumsum(
+            (np.bincount(m.term_lo, per_term, n) - np.bincount(m.term_hi, per_term, n))[:-1]
+        )
+
+    def _overloaded(self, load: np.ndarray, active: np.ndarray, one_per_stretch: bool = False):
+        """The points outside ``active`` that ``load`` overloads (beyond the LP's
+        tolerance); or only the most overloaded of each stretch of them."""
+        over = load - self.room
+        out = (over > 1e-6 * self.scale) & ~active
+        if one_per_stretch and out.any():
+            at = np.flatnonzero(out)
+            stretch = np.concatenate([[0], np.cumsum(np.diff(at) > 1)])
+            order = np.lexsort((-over[at], stretch))
+            out = np.zeros_like(out)
+            out[at[order[np.r_[True, np.diff(stretch[order]) > 0]]]] = True
+        return out
+
+    def _solve(self, theta, active, hull, seconds):
+        """The LP on the ``active`` points and the ``hull`` values of the variables
+        with a term there: (multipliers of the active points, the values'
+        global indices, their weights), or None."""
+        import highspy
+
+        m = self.model
+        points = np.flatnonzero(active)
+        lo, hi = np.searchsorted(points, m.term_lo), np.searchsorted(points, m.term_hi)
+        inside = np.zeros(m.nv, dtype=bool)
+        inside[m.term_var[hi > lo]] = True
+        cols = np.flatnonzero(hull & inside[self.value_var])
+        index = np.full(len(theta), -1, dtype=np.int64)
+        index[cols] = np.arange(len(cols))
+        entry = (index[self.entry_value] >= 0) & (hi > lo)[self.entry_term]
+        t = self.entry_term[entry]
+        row_off, value, delta = running_rows(
+            len(points), len(cols), index[self.entry_value[entry]], lo[t], hi[t],
+            m.term_usage[entry],
+        )  # fmt: skip
+        # the variables' choice rows: their columns are consecutive
+        var = self.value_var[cols]
+        starts = np.flatnonzero(np.r_[True, np.diff(var) > 0])
+        nval, npts = len(cols), len(points)
+        h = new_highs()
+        zeros = np.zeros(nval + npts)
+        upper = np.concatenate([np.ones(nval), self.room[points] / self.scale])
+        h.addCols(nval + npts, np.concatenate([theta[cols], np.zeros(npts)]), zeros, upper,
+                  0, [], [], [])  # fmt: skip
+        if nval:
+            one = np.ones(len(starts))
+            h.addRows(len(starts), one, one, nval, starts.astype(np.int32),
+                      np.arange(nval, dtype=np.int32), np.ones(nval))  # fmt: skip
         point = np.arange(npts)
         has_prev = point > 0
         lens = 1 + has_prev + np.diff(row_off)
-        starts = offsets(lens)
-        index = np.empty(int(starts[-1]), dtype=np.int32)
-        coef = np.empty(len(index))
-        index[starts[:-1]], coef[starts[:-1]] = nval + point, 1.0
-        prev = starts[:-1][has_prev] + 1
-        index[prev], coef[prev] = nval + point[has_prev] - 1, -1.0
-        slots = np.repeat(starts[:-1] + 1 + has_prev, np.diff(row_off)) + (
-            np.arange(len(value)) - np.repeat(row_off[:-1], np.diff(row_off))
-        )
-        index[slots], coef[slots] = value, -delta / self.scale
-
-        h = new_highs()
-        zeros = np.zeros(nval + npts)
-        upper = np.concatenate([np.ones(nval), room / self.scale])
-        h.addCols(nval + npts, zeros, zeros, upper, 0, [], [], [])
-        one = np.ones(model.nv)
-        choose = model.dom_off[:-1].astype(np.int32)
-        h.addRows(model.nv, one, one, nval, choose, np.arange(nval, dtype=np.int32), np.ones(nval))
+        at = offsets(lens)
+        index_ = np.empty(int(at[-1]), dtype=np.int32)
+        coef = np.empty(len(index_))
+        index_[at[:-1]], coef[at[:-1]] = nval + point, 1.0
+        prev = at[:-1][has_prev] + 1
+        index_[prev], coef[prev] = nval + point[has_prev] - 1, -1.0
+        slots = np.repeat(at[:-1] + 1 + has_prev, np.diff(row_off)) + ranks(np.diff(row_off))
+        index_[slots], coef[slots] = value, -delta / self.scale
         flat = np.zeros(npts)
-        h.addRows(npts, flat, flat, len(index), starts[:-1].astype(np.int32), index, coef)
-        self.h = h
-        self.cols = np.arange(nval, dtype=np.int32)
-        self.size = nval + 2 * npts + model.nv  # columns and rows: an iteration's work
-
-    def best(self, theta: np.ndarray, seconds: float = np.inf) -> np.ndarray | None:
-        """The LP's multipliers for value costs ``theta``; None if it failed or
-        was cut short after ``seconds`` (a later call goes on from its basis)."""
-        import highspy
-
+        h.addRows(npts, flat, flat, len(index_), at[:-1].astype(np.int32), index_, coef)
+        size = nval + 2 * npts + len(starts)  # columns and rows: an iteration's work
         if work.deterministic():  # an iteration limit, no timer
-            iterations = min(seconds, 1e4) * work.RATES["lp"] / self.size
-            self.h.setOptionValue("simplex_iteration_limit", max(1, int(iterations)))
+            iterations = min(seconds, 1e4) * work.RATES["lp"] / size
+            h.setOptionValue("simplex_iteration_limit", max(1, int(iterations)))
         else:
-            # HiGHS counts its time limit over all runs of this object
-            limit = self.h.getRunTime() + max(0.01, seconds)
-            self.h.setOptionValue("time_limit", float(min(limit, 1e30)))
-        self.h.changeColsCost(self.nval, self.cols, theta)
-        self.h.run()
-        info = self.h.getInfo()
-        work.count("lp", (info.simplex_iteration_count + info.ipm_iteration_count) * self.size)
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            h.setOptionValue("time_limit", float(min(seconds, 1e30)))
+        h.run()
+        info = h.getInfo()
+        work.count("lp", (info.simplex_iteration_count + info.ipm_iteration_count) * size)
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
-        reduced = np.asarray(self.h.getSolution().col_dual)[self.nval :]
-        return np.maximum(0.0, -reduced) / self.scale
+        solution = h.getSolution()
+        reduced = np.asarray(solution.col_dual)[nval:]
+        lam = np.maximum(0.0, -reduced) / self.scale
+        return lam, cols, np.asarray(solution.col_value)[:nval]
+
+
+@njit(cache=True)
+def lower_hull(dom_off, theta, single, term_off, term_usage, keep) -> None:
+    """Mark in ``keep`` the values that can carry weight in the multiplier LP:
+    for a variable with one memory term (``single[v]``), those on the lower
+    hull of its (usage, ``theta``) points from the least usage to the
+    cheapest; every value of the others."""
+    for v in range(len(dom_off) - 1):
+        lo, hi, k = dom_off[v], dom_off[v + 1], single[v]
+        if k < 0:
+            keep[lo:hi] = True
+            continue
+        n = hi - lo
+        use = term_usage[term_off[k] : term_off[k] + n].astype(np.float64)
+        cost = theta[lo:hi]
+        by_cost = np.argsort(cost, kind="mergesort")
+        order = by_cost[np.argsort(use[by_cost], kind="mergesort")]  # by usage, then cost
+        hull = np.empty(n, dtype=np.int64)
+        top = 0
+        for i in range(n):
+            b = order[i]
+            if top > 0 and use[hull[top - 1]] == use[b]:
+                continue  # as much usage as the last, and no cheaper
+            while top >= 2:
+                o, a = hull[top - 2], hull[top - 1]
+                turn = (use[a] - use[o]) * (cost[b] - cost[o]) - (cost[a] - cost[o]) * (
+                    use[b] - use[o]
+                )
+                if turn > 0:
+                    break
+                top -= 1
+            hull[top] = b
+            top += 1
+        cheapest = 0
+        for i in range(top):
+            if cost[hull[i]] < cost[hull[cheapest]]:
+                cheapest = i
+        for i in range(cheapest + 1):
+            keep[lo + hull[i]] = True

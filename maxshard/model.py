@@ -190,26 +190,29 @@ def running_sum(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     the form has two entries per term value instead of one per covered point.
     Returns ``(row_off, value, delta)``.
     """
-    npts = len(model.base)
     sizes = np.diff(model.term_off)
-    value = np.repeat(model.dom_off[model.term_var], sizes) + (
-        np.arange(len(model.term_usage)) - np.repeat(model.term_off[:-1], sizes)
-    )
-    use = model.term_usage
-    ends = np.repeat(model.term_hi, sizes)
-    at_end = ends < npts  # a term reaching past the last point never ends
-    point = np.concatenate([np.repeat(model.term_lo, sizes), ends[at_end]])
+    value = np.repeat(model.dom_off[model.term_var], sizes) + ranks(sizes)
+    lo, hi = np.repeat(model.term_lo, sizes), np.repeat(model.term_hi, sizes)
+    return running_rows(len(model.base), int(model.dom_off[-1]), value, lo, hi, model.term_usage)
+
+
+def running_rows(
+    npts: int, nval: int, value: np.ndarray, lo: np.ndarray, hi: np.ndarray, use: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`running_sum` of usage entries: value ``value[k]`` (of ``nval``) uses
+    ``use[k]`` over the points ``[lo[k], hi[k])`` (of ``npts``)."""
+    at_end = hi < npts  # a term reaching past the last point never ends
+    point = np.concatenate([lo, hi[at_end]])
     value = np.concatenate([value, value[at_end]])
     delta = np.concatenate([use, -use[at_end]])
-    key = point * max(1, int(model.dom_off[-1])) + value
-    keys, where = np.unique(key, return_inverse=True)
+    width = max(1, nval)
+    keys, where = np.unique(point * width + value, return_inverse=True)
     total = np.zeros(len(keys), dtype=np.int64)
     np.add.at(total, where, delta)
     nonzero = total != 0
     keys, total = keys[nonzero], total[nonzero]
-    rows = keys // max(1, int(model.dom_off[-1]))
-    row_off = np.searchsorted(rows, np.arange(npts + 1))
-    return row_off, keys % max(1, int(model.dom_off[-1])), total
+    row_off = np.searchsorted(keys // width, np.arange(npts + 1))
+    return row_off, keys % width, total
 
 
 def penalties(model: Model, lam: np.ndarray) -> np.ndarray:

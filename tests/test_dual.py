@@ -131,6 +131,64 @@ def test_multiplier_lp_gives_the_best_multipliers_for_the_messages(tmp_path, see
     assert floor_bound(model, best + slack(model, lam), slack(model, lam)) <= best + model.offset
 
 
+def whole_multiplier_lp(model, theta: np.ndarray) -> float:
+    """``min theta . x``, one value per variable, a row per point for the usage
+    of every term live there: the multiplier LP whole, solved by HiGHS."""
+    import highspy
+
+    nval = int(model.dom_off[-1])
+    h = new_highs()
+    h.addCols(nval, theta, np.zeros(nval), np.ones(nval), 0, [], [], [])
+    for v in range(model.nv):
+        cols = np.arange(model.dom_off[v], model.dom_off[v + 1], dtype=np.int32)
+        h.addRow(1.0, 1.0, len(cols), cols, np.ones(len(cols)))
+    for p in range(len(model.base)):
+        live = np.flatnonzero((model.term_lo <= p) & (p < model.term_hi))
+        usage = np.zeros(nval)
+        for k in live:
+            start = model.dom_off[model.term_var[k]]
+            usage[start : start + len(model.usage_of(k))] += model.usage_of(k)
+        cols = np.flatnonzero(usage).astype(np.int32)
+        h.addRow(-highspy.kHighsInf, float(model.limit - model.base[p]), len(cols), cols,
+                 usage[cols])  # fmt: skip
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    return h.getInfo().objective_function_value
+
+
+def test_multiplier_lp_in_parts_reaches_the_whole_lps_optimum(tmp_path):
+    """The LP solved on its binding points and hull values, grown until its
+    solution fits everywhere, has the whole LP's optimum: its multipliers give
+    the whole LP's value (strong duality), at the first call and at later ones,
+    which start from the points that bound before."""
+    binding = 0
+    for seed in range(6):
+        inst = generated(tmp_path, seed, nodes=80, forbidden=0.0, tightness=0.0, functional=0.0)
+        model = reduced_or_skip(inst)
+        ascent = Ascent(model)
+        assert ascent.lp is not None, "memory as tight as it can be keeps its rows"
+        for _ in range(3):
+            ascent.diffusion.sweep(ascent.unary())
+            theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
+            lam = ascent.lp.best(theta)
+            assert lam is not None and (lam >= 0).all()
+            nodes = np.minimum.reduceat(theta + penalties(model, lam), model.dom_off[:-1]).sum()
+            value = nodes - float(np.dot(lam, model.limit - model.base))
+            assert value == pytest.approx(whole_multiplier_lp(model, theta), rel=1e-6, abs=1e-6)
+            ascent.lam = lam
+        binding += bool(ascent.lp.active.any())
+    assert binding >= 3, "most of these models have points where memory binds"
+
+
+def test_warm_up_loads_the_multiplier_lps_kernel():
+    """The workers fork after the warm-up: the LP's hull kernel must be in it."""
+    from maxshard.ascent import lower_hull
+    from maxshard.backends.local import warm_up
+
+    warm_up()
+    assert lower_hull.signatures
+
+
 def test_multiplier_lp_runs_after_highs_ran_on_other_threads_in_the_process(tmp_path):
     """HiGHS's thread scheduler is global to a process: once a run on two
     threads has set it up (here, as a user's session or a test might), the

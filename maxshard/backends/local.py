@@ -273,7 +273,7 @@ def warm_up() -> float:
         return 0.0
     import json
 
-    from ..bound import Diffusion  # the dual ascent's kernels (1.4 s to compile)
+    from ..ascent import Ascent  # the dual ascent's kernels (1.4 s to compile)
     from ..generate import generate
     from ..reader import parse_instance
     from ..reduce import reduce
@@ -288,7 +288,9 @@ def warm_up() -> float:
     search.exchanges(math.inf)
     search.repair_move(0)
     search.move(0, int(search.x[0]))
-    Diffusion(model).bound(None, None, math.inf, sweeps=1)
+    ascent = Ascent(model)
+    ascent.diffusion.bound(None, None, math.inf, sweeps=1)
+    ascent.step(math.inf)  # the model has memory: the multiplier LP's kernel too
     _warm = True
     return time.monotonic() - start
 
