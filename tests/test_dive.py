@@ -77,6 +77,35 @@ def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, s
         assert ev.feasible and ev.cost == model.cost(y)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_dive_that_ends_climbing_the_ascent_bounds_below_the_optimum(tmp_path, seed):
+    """The last ``climb`` seconds of a dive climb the dual ascent from the
+    messages of its best-bounding round: it reports bounds there, each at most
+    the brute-force optimum."""
+    tight = (0.0, 0.1, 0.3, 0.6)[seed % 4]
+    inst, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=tight)
+    best, _ = brute_force(inst)
+    if model.limit is None or not len(model.base):
+        pytest.skip("no memory left to price")
+    search = Search(model, seed)
+    search.reset(model.min_usage_solution())
+    bounds = []
+
+    def improve(bound):
+        bounds.append((time.monotonic(), bound))
+        return False
+
+    end = time.monotonic() + 0.4
+    prices = Multipliers(model)
+    steps = []  # the ascent's steps: when, and what each proved
+    real_step = prices.ascent.step
+    prices.ascent.step = lambda until: (steps.append(time.monotonic()), real_step(until))[1]
+    Lagrange().dive(model, prices, search, search.x.copy(), end, Recorder(), improve, climb=0.2)
+    assert steps and min(steps) >= end - 0.2, "the ascent climbs in the last 0.2 s only"
+    assert [t for t, _ in bounds if t >= min(steps)], "and its bounds are reported"
+    assert all(b is None or b <= best for _, b in bounds)
+
+
 def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch):
     """With at most ``dive_all`` seconds the multiplier loop dives all its time
     (no toulbar2 round); with more it dives ``dive_max`` seconds, then runs its
