@@ -30,9 +30,9 @@ are), so numerical trouble in the LP can cost quality, never validity.
 
 Measured (one worker, the other core busy, sweeps for half the LP's time),
 at 30 s: S 1.494-1.496e9, M 4.938-4.949e10, N 1.878e11, U 1.836-1.849e9
-(published bounds after hours of MILP: S 1.51124e9, M 4.941e10, N
-1.729e11, U 2.019e9). Before :class:`MultiplierLP` solved only the binding
-part (S 180 s: 1.51116e9; U 300 s: 2.096e9; A 11 s: 6.518e9). On the 2,000-node cuts of S
+(the published bounds, after hours of MILP: S 1.51124e9, M 4.941e10, N
+1.729e11, U 2.019e9); with the whole LP solved each time, as before, S
+reached 1.51116e9 in 180 s and U 2.096e9 in 300 s. On the 2,000-node cuts of S
 and M of the standard suite it reaches the LP optimum (checked with HiGHS's
 interior point solver). It can stall below it: on V at 1,245,926 (LP optimum
 1,319,613), where the Lagrangian loop's proven relaxed solves bound higher.

@@ -145,3 +145,20 @@ def test_a_short_run_dives_to_the_end_and_a_long_one_first(tmp_path, monkeypatch
     start = time.monotonic()
     Lagrange().solve(model, start + 5, None, report, 0)
     assert not dives and relaxed[-1] >= start
+
+
+def test_only_the_original_loops_dive_of_8_to_20_s_to_the_deadline_climbs(tmp_path, monkeypatch):
+    """The climb takes a share of a dive whose span is within
+    ``dive_climb_spans``; a copy restarted from a leader's prices dives without."""
+    inst, model = model_for(tmp_path, 3, nodes=30, forbidden=0.0, functional=0.0, tightness=0.15)
+    climbs = []
+    real_dive = Lagrange.dive
+    monkeypatch.setattr(Lagrange, "dive", lambda *a: (climbs.append(a[-1]), real_dive(*a))[1])
+    Lagrange().solve(model, time.monotonic() + 1.0, None, Recorder(), 0)
+    monkeypatch.setattr(Lagrange, "dive_climb_spans", (0.5, 20.0))
+    Lagrange().solve(model, time.monotonic() + 1.0, None, Recorder(), 0)
+    leader = Lagrange().prices(model, model.cost(model.min_usage_solution())).state()
+    Lagrange().solve(model, time.monotonic() + 1.0, None, Context(Recorder(), inherited=leader), 0)
+    assert climbs[0] == 0.0  # a 1 s dive is shorter than 8 s
+    assert 0.1 < climbs[1] <= 0.2  # a fifth of it
+    assert climbs[2] == 0.0  # a copy

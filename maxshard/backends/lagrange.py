@@ -21,8 +21,8 @@ problem is solved roughly and fast (diffusion, rounding, a memory-free
 descent; 0.1-0.4 s each on the large benchmarks), for its whole time when it
 has at most :attr:`Lagrange.dive_all` seconds (a compiler's budget, a tenth
 to a quarter of the contest's), else for :attr:`Lagrange.dive_max` seconds,
-from whose multipliers the toulbar2 rounds go on; a dive to the deadline
-spends its last seconds climbing the dual ascent from the messages of its
+from whose multipliers the toulbar2 rounds go on; a dive of 8-20 s to the
+deadline spends its last seconds climbing the dual ascent from the messages of its
 best-bounding round (:attr:`Lagrange.dive_climb`). Each toulbar2 round:
 
 1. *relax*: solve the priced, memory-free problem with toulbar2 under a short
@@ -116,14 +116,17 @@ class Lagrange:
     dive_all = 60.0
     dive_max = 10.0
     dive_repair_seconds = 0.3
-    #: a dive to the deadline of at least 8 s ends climbing the dual ascent
-    #: (:mod:`maxshard.ascent`) from the messages of its best-bounding round,
-    #: for this share of its time, at most ``dive_climb`` seconds. Measured on S
-    #: at a tenth of its limit (24 s), seeds 10-17, one run after another: the
-    #: gap 4.8-9.1% (mean 6.4%) against 8.7-11.9% (10.4%) without, the score
-    #: 0.9898 on average against 0.9881. Not below 8 s: on M at a tenth (a 5.5 s
-    #: dive) the dive's own bound rose faster in its last second than the climb.
-    dive_climb, dive_climb_share, dive_climb_min = 2.5, 0.2, 8.0
+    #: a dive to the deadline of 8-20 s (S and U at a tenth of their limits)
+    #: ends climbing the dual ascent (:mod:`maxshard.ascent`) from the messages
+    #: of its best-bounding round, for this share of its time, at most
+    #: ``dive_climb`` seconds. Measured on S at a tenth (24 s), seeds 10-17, one
+    #: run after another: the gap 4.8-9.1% (mean 6.4%) against 8.7-11.9%
+    #: (10.4%) without, the score 0.9898 on average against 0.9881. Not in a
+    #: shorter dive: on M at a tenth (5.5 s) the dive's own bound rose faster in
+    #: its last second than the climb. Not in a longer one, where the dive's
+    #: bound is within a few percent already: N at a quarter (a 25 s dive),
+    #: seeds 0-1, scored 1.0082 / 0.9996 with the climb, 1.0101 / 1.0104 without.
+    dive_climb, dive_climb_share, dive_climb_spans = 2.5, 0.2, (8.0, 20.0)
     # Tried and left out (S, 120-240 s, 3-4 seeds each): restarting each round
     # from the best of all workers (shared_best), 2 s of memory-free local search
     # on each relaxed solution, 6 s of local search on each repaired one; none
@@ -176,11 +179,12 @@ class Lagrange:
         left = deadline - work.now()
         if isinstance(prices, Multipliers) and (left <= self.dive_all or warm is None):
             end = deadline if left <= self.dive_all else work.now() + self.dive_max
-            span = end - work.now()
-            climb = 0.0  # the original loop's long dive to the deadline ends climbing
-            if end == deadline and warm is None and prices.ascent is not None:
+            span, (shortest, longest) = end - work.now(), self.dive_climb_spans
+            # the original loop's dive to the deadline ends climbing (not a copy's)
+            climbs = end == deadline and warm is None and prices.ascent is not None
+            climb = 0.0
+            if climbs and shortest <= span <= longest:
                 climb = min(self.dive_climb, self.dive_climb_share * span)
-                climb = climb if span >= self.dive_climb_min else 0.0
             best_x, best_cost = self.dive(
                 model, prices, search, best_x, end, report, improve_bound, climb
             )
