@@ -51,8 +51,9 @@ def test_rounding_bounds_the_priced_problem_and_descends_its_solution(tmp_path, 
                 assert model.cost(y) + float(pen[model.dom_off[:-1] + y].sum()) >= priced - 1e-6
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, seed):
+def small_priced(tmp_path, seed: int):
+    """A small model with memory (tighter or looser by seed), its brute-force
+    optimum, and a search at its least-usage assignment."""
     tight = (0.0, 0.1, 0.3, 0.6)[seed % 4]
     inst, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=tight)
     best, _ = brute_force(inst)
@@ -60,6 +61,12 @@ def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, s
         pytest.skip("no memory left to price")
     search = Search(model, seed)
     search.reset(model.min_usage_solution())
+    return inst, model, best, search
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, seed):
+    inst, model, best, search = small_priced(tmp_path, seed)
     record, bounds = Recorder(), []
 
     def improve(bound):
@@ -82,13 +89,7 @@ def test_a_dive_that_ends_climbing_the_ascent_bounds_below_the_optimum(tmp_path,
     """The last ``climb`` seconds of a dive climb the dual ascent from the
     messages of its best-bounding round: it reports bounds there, each at most
     the brute-force optimum."""
-    tight = (0.0, 0.1, 0.3, 0.6)[seed % 4]
-    inst, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=tight)
-    best, _ = brute_force(inst)
-    if model.limit is None or not len(model.base):
-        pytest.skip("no memory left to price")
-    search = Search(model, seed)
-    search.reset(model.min_usage_solution())
+    inst, model, best, search = small_priced(tmp_path, seed)
     bounds = []
 
     def improve(bound):
