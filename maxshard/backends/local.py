@@ -258,7 +258,8 @@ class Search:
 
 
 def warm_up() -> float:
-    """Load the kernels (local search's and the diffusion bound's) into this
+    """Load the kernels (local search's, the diffusion bound's and the dual
+    ascent's multiplier LP's) into this
     process, compiling them if numba's cache lacks them; returns the seconds
     it took (0 once loaded).
 
