@@ -259,9 +259,8 @@ class Search:
 
 def warm_up() -> float:
     """Load the kernels (local search's, the diffusion bound's and the dual
-    ascent's multiplier LP's) into this
-    process, compiling them if numba's cache lacks them; returns the seconds
-    it took (0 once loaded).
+    ascent's multiplier LP's) into this process, compiling them if numba's
+    cache lacks them; returns the seconds it took (0 once loaded).
 
     numba caches compiled kernels on disk, so only the first call after an
     install (or a change to the kernels) compiles: measured 10-12 s, against
