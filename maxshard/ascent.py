@@ -46,7 +46,7 @@ from numba import njit
 from . import work
 from .bound import Diffusion, floor_bound, slack
 from .mip import new_highs
-from .model import Model, offsets, penalties, ranks, running_rows
+from .model import Model, offsets, penalties, ranks, running_rows, usage_values
 
 
 class Ascent:
@@ -163,7 +163,7 @@ class MultiplierLP:
         sizes = np.diff(model.term_off)
         #: each usage entry's term and value (global index)
         self.entry_term = np.repeat(np.arange(len(sizes)), sizes)
-        self.entry_value = np.repeat(model.dom_off[model.term_var], sizes) + ranks(sizes)
+        self.entry_value = usage_values(model)
         self.value_var = np.repeat(np.arange(model.nv), np.diff(model.dom_off))
         #: per value its usage summed over its terms (the tie-break among cheapest values)
         self.usage = np.bincount(self.entry_value, model.term_usage.astype(np.float64), nval)
@@ -217,10 +217,7 @@ class MultiplierLP:
         """Variable load of the fractional assignment ``x`` at every point."""
         m = self.model
         per_term = np.bincount(self.entry_term, x[self.entry_value] * m.term_usage, len(m.term_var))
-        n = len(m.base) + 1
-        return np.cumsum(
-            (np.bincount(m.term_lo, per_term, n) - np.bincount(m.term_hi, per_term, n))[:-1]
-        )
+        return np.cumsum(m.live_changes(per_term))
 
     def _overloaded(self, load: np.ndarray, active: np.ndarray, one_per_stretch: bool = False):
         """The points outside ``active`` that ``load`` overloads (beyond the LP's

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..instance import FORBIDDEN
 from ..knapsack import most_load
-from ..model import Model, reparametrise
+from ..model import Model, reparametrise, usage_values
 from . import FormatError, Header, memory_units, one_value_each, open_out, v_lines
 from .text import Kinds
 
@@ -186,10 +186,7 @@ def _memory(model: Model, clauses: Clauses, ids: Ids, false: int) -> int:
     # a value whose usage alone passes every room cannot be chosen
     too_big = np.flatnonzero(usage >= 2**width)
     if len(too_big):
-        values = np.repeat(model.dom_off[model.term_var], np.diff(model.term_off)) + (
-            np.arange(len(usage)) - np.repeat(model.term_off[:-1], np.diff(model.term_off))
-        )
-        clauses.add(-(values[too_big] + 1))
+        clauses.add(-(usage_values(model)[too_big] + 1))
     bits = _term_bits(model, usage, width, clauses, ids, false)
     # steps in point order: at point p the terms ending there leave, then those
     # starting there join; the sum after the last step at p is checked
@@ -233,9 +230,7 @@ def _term_bits(model, units, width, clauses, ids, false) -> np.ndarray:
     nterm = len(model.term_var)
     sizes = np.diff(model.term_off)
     term_of = np.repeat(np.arange(nterm), sizes)
-    value = np.repeat(model.dom_off[model.term_var], sizes) + (
-        np.arange(len(units)) - np.repeat(model.term_off[:-1], sizes)
-    )
+    value = usage_values(model)
     bits = np.full((nterm, width), false, dtype=np.int64)
     for j in range(width):
         has = ((units >> j) & 1).astype(bool) & (units < 2**width)
