@@ -27,7 +27,11 @@ tests pass):
   ``ctx.previous``: this worker's own last state before the switch restarted
   it as another backend;
 - ``ctx.peer_provides(what)``: whether another worker of the stage declares
-  ``what`` in its :attr:`Capabilities.provides` (see :data:`PROVIDES`).
+  ``what`` in its :attr:`Capabilities.provides` (see :data:`PROVIDES`);
+- ``ctx.multipliers``: memory prices, one per kept point of the model
+  (``len(model.base)``): the last that a worker providing ``multipliers``
+  handed over before this one started (a Lagrangian loop's multipliers,
+  the ``"lam"`` entry of its state), or None.
 
 A backend that only calls ``report(...)`` needs none of it.
 
@@ -70,6 +74,7 @@ class Status(enum.Enum):
 #: What a backend may declare that it provides to the other workers of a run.
 PROVIDES = {
     "ascent": "climbs the LP dual ascent all run long (a peer's own ascent would repeat it)",
+    "multipliers": "hands over memory multipliers per kept point, as its state's 'lam' entry",
 }
 
 
@@ -147,6 +152,7 @@ class Context:
         inherited: object = None,
         previous: object = None,
         peers: frozenset[str] = frozenset(),
+        multipliers: np.ndarray | None = None,
     ) -> None:
         self._report = report
         #: the state of the worker this one continues, or None
@@ -155,6 +161,8 @@ class Context:
         self.previous = previous
         #: what the other workers of the stage provide (see :data:`PROVIDES`)
         self.peers = peers
+        #: memory prices per kept point handed over earlier in the run, or None
+        self.multipliers = multipliers
 
     def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
         if self._report is not None:

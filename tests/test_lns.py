@@ -365,3 +365,65 @@ def test_a_walk_on_a_connected_graph_is_a_ball_around_some_root():
         picked = set(graph.walk(rng, 15).tolist())
         assert len(picked) == 15
         assert any(ball(picked, r) for r in picked)
+
+
+def test_the_choice_of_price_follows_the_way_that_gains():
+    rng = np.random.default_rng(0)
+
+    def share(choice):  # of the multipliers, over many draws
+        return np.mean([choice.draw(rng) == lns.Choice.MULTIPLIERS for _ in range(4000)])
+
+    choice = lns.Choice()
+    assert share(choice) == pytest.approx(0.5, abs=0.04)  # nothing learned: even
+    for _ in range(20):
+        choice.learn(lns.Choice.MULTIPLIERS, True)
+        choice.learn(lns.Choice.OWN, False)
+    assert share(choice) == pytest.approx(1 - choice.floor, abs=0.03)  # never all one way
+    for _ in range(60):
+        choice.learn(lns.Choice.MULTIPLIERS, False)
+        choice.learn(lns.Choice.OWN, True)
+    assert share(choice) == pytest.approx(choice.floor, abs=0.03)
+    early = lns.Choice()  # 2 of 3 gained against 0 of 1: rates 3/5 and 1/3, cubed
+    for gained in (True, False, True):
+        early.learn(lns.Choice.MULTIPLIERS, gained)
+    early.learn(lns.Choice.OWN, False)
+    assert share(early) == pytest.approx(0.6**3 / (0.6**3 + (1 / 3) ** 3), abs=0.03)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_moves_priced_by_handed_multipliers_report_fitting_ever_cheaper_solutions(
+    tmp_path, monkeypatch, seed
+):
+    """Given a Lagrangian loop's multipliers, priced moves price memory with
+    them too: every report fits and is cheaper than the last."""
+    inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
+    model = reduced_or_skip(inst)
+    if model.limit is None or not len(model.base):
+        pytest.skip("no memory constraint left after presolve")
+    start = model.min_usage_solution()
+    # multipliers of a plausible scale: the start's cost per unit of the limit, spread
+    scale = model.cost(start) / model.limit / len(model.base)
+    handed = np.random.default_rng(seed).random(len(model.base)) * scale
+    choices = []
+
+    class Counted(lns.Choice):
+        def __init__(self):
+            super().__init__()
+            choices.append(self)
+
+    monkeypatch.setattr(lns, "Choice", Counted)
+    backend = LNS()
+    backend.priced_share = 1.0
+    reports = []
+    ctx = Context(lambda x=None, lower_bound=None: reports.append(x), multipliers=handed)
+    result = backend.solve(model, time.monotonic() + 2.5, start, ctx, seed)
+    costs = [model.cost(x) for x in reports]
+    assert reports and costs == sorted(costs, reverse=True) and len(set(costs)) == len(costs)
+    for x in [*reports, result.solution]:
+        assert evaluate(inst, model.reconstruct(x)).feasible and model.fits(x)
+    assert len(choices) == 1 and choices[0].tries[lns.Choice.MULTIPLIERS] > 0
+    # multipliers of the wrong length (another model's) are not used
+    choices.clear()
+    ctx = Context(lambda x=None, lower_bound=None: None, multipliers=np.ones(len(model.base) + 1))
+    backend.solve(model, time.monotonic() + 0.5, start, ctx, seed)
+    assert not choices

@@ -931,3 +931,53 @@ def test_an_interrupted_presolve_kills_its_child_at_once(tmp_path, monkeypatch):
     assert child.exitcode == -signal.SIGKILL
     workers.kill_workers()
     assert not workers._HELPERS
+
+
+def test_a_loop_s_multipliers_reach_the_later_workers_declared_to_provide_them(
+    tmp_path, monkeypatch
+):
+    """A worker whose backend provides "multipliers" hands over {"lam": ...}:
+    the workers started after it (the next stage's) get the last ones as
+    ``ctx.multipliers``; a state with "lam" from a backend that does not
+    declare them is not passed on, and the first stage's workers get none."""
+    inst, model, best, _ = _started(tmp_path)
+    if not len(model.base):
+        pytest.skip("no memory constraint left after presolve")
+    seen = tmp_path / "seen"
+    seen.mkdir()
+
+    class Probe:
+        def __init__(self, name: str, provides: frozenset[str]) -> None:
+            self.name = name
+            self.capabilities = Capabilities(False, False, True, False, provides=provides)
+
+        def solve(self, model, deadline, incumbent, report, seed=0):
+            ctx = context(report)
+            got = ctx.multipliers
+            (seen / f"{self.name}-{seed}").write_text("none" if got is None else str(got[0]))
+            if self.name.startswith("giver"):  # the value names who handed it over
+                ctx.hand_over({"lam": np.full(len(model.base), float(seed + 1))})
+            return Result(Status.UNKNOWN)
+
+    real = registry.load
+    provided = frozenset({"multipliers"})
+    probes = {"giver": provided, "giver2": provided, "other": frozenset(), "taker": frozenset()}
+    monkeypatch.setattr(registry, "load", lambda n: Probe(n, probes[n]) if n in probes else real(n))
+    carry: dict = {}
+    deadline = time.monotonic() + 5
+    run_backends(model, best, ["taker"], deadline, seed=0, workers=1, carry=carry)
+    run_backends(model, best, ["giver"], deadline, seed=1, workers=1, carry=carry)
+    run_backends(model, best, ["taker"], deadline, seed=2, workers=1, carry=carry)
+    run_backends(model, best, ["giver2", "other"], deadline, seed=3, workers=1, carry=carry)
+    run_backends(model, best, ["taker"], deadline, seed=5, workers=1, carry=carry)
+    # "other" hands nothing over; a state of its own with "lam" is not multipliers
+    carry["other"] = {"lam": np.full(len(model.base), 99.0)}
+    run_backends(model, best, ["taker"], deadline, seed=6, workers=1, carry=carry)
+    # the first giver again: its multipliers are now the last handed over
+    run_backends(model, best, ["giver"], deadline, seed=7, workers=1, carry=carry)
+    run_backends(model, best, ["taker"], deadline, seed=9, workers=1, carry=carry)
+    got = {p.name: p.read_text() for p in seen.iterdir() if p.name.startswith("taker")}
+    want = {"taker-0": "none", "taker-2": "2.0", "taker-5": "4.0", "taker-6": "4.0"}
+    assert got == {**want, "taker-9": "8.0"}
+    # the queued worker of a stage gets what the worker before it handed over
+    assert (seen / "other-4").read_text() == "4.0"

@@ -82,9 +82,11 @@ DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 class Lagrange:
     name = "lagrange"
+    # its multipliers price memory in lns's priced moves (LNS.multiplier_spread)
     capabilities = Capabilities(
-        exact=False, anytime=True, memory=True, lower_bound=True, deterministic=True
-    )
+        exact=False, anytime=True, memory=True, lower_bound=True, deterministic=True,
+        provides=frozenset({"multipliers"}),
+    )  # fmt: skip
 
     #: toulbar2 CPU seconds per relaxed solve at the start (doubled while it finds nothing)
     relax_seconds = 3

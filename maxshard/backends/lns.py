@@ -52,6 +52,7 @@ from ..model import (
     Model,
     grouped,
     offsets,
+    penalties,
     ranks,
     saturate,
     saturating_sum,
@@ -81,6 +82,21 @@ class LNS:
     #: Measured on S from the same start, 25 s: 150 found nothing, 400 reached
     #: 1.544e9, 1000 1.566e9 (U: 2.320e9, 2.293e9, 2.308e9).
     priced_size = 400
+    #: where a Lagrangian loop handed its memory multipliers to the run
+    #: (:attr:`~maxshard.backend.Context.multipliers`), a priced move may price
+    #: memory with them, times ``2**u`` for ``u`` uniform within this spread,
+    #: instead of :class:`Price`'s; :class:`Choice` decides which, move by move.
+    #: Measured from the multiplier loop's best and last multipliers after its
+    #: dive (S 11 s, M and N 6 s, U 13 s), this backend alone for 8-9 s, one
+    #: worker per process, two side by side: S 1.5536e9 on average over seeds
+    #: 0-11 against 1.5763e9 with its own price alone; M 4.9942e10 at seeds
+    #: 0-5 against 4.9942e10 at 0-7; N 2.0901e11 (0-5) against 2.0919e11
+    #: (0-7); U 2.3174e9 against 2.3381e9 (0-3). Spread 0.35, 0.75 (kept),
+    #: 1.5 and 2.5 on S with the multipliers in 90% of the priced moves:
+    #: 1.5532, 1.5529, 1.5555 and 1.5644e9; that fixed 90% cost M 0.07%
+    #: (4.9977e10: the multipliers' moves gained in 7% of the tries there, the
+    #: own price's in 23%; on S 48% against 24%).
+    multiplier_spread = 0.75
 
     def prepare(self) -> None:
         warm_up()
@@ -108,6 +124,8 @@ class LNS:
         binds = model.limit is not None and len(model.base) > 0
         search = Search(model, seed) if binds else None
         price = Price(model, cost) if binds else None
+        lam = context(report).multipliers if binds else None
+        choice = Choice() if lam is not None and len(lam) == len(model.base) else None
         self._size = self.size
         stats: list = []
         # moves go on to the deadline, the last ones shorter (:data:`TAIL`):
@@ -121,18 +139,25 @@ class LNS:
                 x, cost, load = other.copy(), theirs, model.load(other)
             work.count("call", 10)  # drawing a neighbourhood (a walk in Python)
             started = work.now()
+            step, way = None, None  # the own price's draw; the way priced (see Choice)
             if search is not None and price is not None and rng.random() < self.priced_share:
                 free = graph.walk(rng, int(self.priced_size * 2 ** rng.uniform(-1, 1)))
-                lam, slack, step = price.draw(rng, len(free))
-                pen = price.penalties(lam, load, slack)
+                way = choice.draw(rng) if choice is not None else Choice.OWN
+                if way == Choice.OWN:
+                    at, slack, step = price.draw(rng, len(free))
+                    pen = price.penalties(at, load, slack)
+                else:
+                    spread = self.multiplier_spread
+                    pen = whole(penalties(model, lam * 2 ** rng.uniform(-spread, spread)))
                 trial = priced(model, graph, search, x, free, pen, rng, deadline)
             else:
-                step = None
                 free, trial = self._exact_move(model, graph, rng, x, load, deadline)
             new = model.cost(trial) if trial is not None else cost
             better = new < cost and model.fits(trial)  # (forbidden picks: priced in the cost)
+            if choice is not None and way is not None:
+                choice.learn(way, better)
             if DEBUG:
-                stats.append((step is not None, len(free), work.now() - started, better))
+                stats.append((way is not None, len(free), work.now() - started, better))
             if better:
                 if step is not None and price is not None:
                     price.learn(step, cost - new)
@@ -149,8 +174,10 @@ class LNS:
                         file=sys.stderr,
                     )
             if price is not None:
-                lam, slack = price.centre()
-                print(f"lns price centre {lam:.4g}, slack {slack:.3g}", file=sys.stderr)
+                centre, slack = price.centre()
+                print(f"lns price centre {centre:.4g}, slack {slack:.3g}", file=sys.stderr)
+            if choice is not None:
+                print(f"lns {choice}", file=sys.stderr)
         return Result(Status.FEASIBLE, x)
 
     def _exact_move(
@@ -259,6 +286,36 @@ class Price:
         tight = np.concatenate([[0], np.cumsum(load >= (1 - slack) * model.limit)])
         share = (tight[model.term_hi] - tight[model.term_lo]) / max(1, len(model.base))
         return whole(term_penalties(model, lam * share))
+
+
+class Choice:
+    """Which price a priced move takes: its own (:class:`Price`) or the
+    multipliers a Lagrangian loop handed over. Each way is drawn in proportion
+    to the cube of its success rate so far (moves that gained over moves
+    tried, one of two counted at the start), and each at least ``floor`` of the
+    time: the multipliers gained in about twice the share of their moves on S
+    and a third of it on M (see :attr:`LNS.multiplier_spread`), so each model
+    soon runs mostly the way that gains there."""
+
+    OWN, MULTIPLIERS = 0, 1
+    floor = 0.1
+
+    def __init__(self) -> None:
+        self.tries, self.gains = np.zeros(2), np.zeros(2)
+
+    def draw(self, rng: np.random.Generator) -> int:
+        rate = ((self.gains + 1) / (self.tries + 2)) ** 3
+        share = min(1 - self.floor, max(self.floor, rate[1] / rate.sum()))
+        return self.MULTIPLIERS if rng.random() < share else self.OWN
+
+    def learn(self, way: int, gained: bool) -> None:
+        self.tries[way] += 1
+        self.gains[way] += gained
+
+    def __str__(self) -> str:
+        return "priced by own price / multipliers: " + " / ".join(
+            f"{int(g)} of {int(t)} gained" for g, t in zip(self.gains, self.tries, strict=True)
+        )
 
 
 class Graph:

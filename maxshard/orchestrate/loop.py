@@ -127,6 +127,7 @@ class StageRun:
                             self.shared,
                             inherited,
                             peers=self.peers(k),
+                            multipliers=self.multipliers(),
                         )  # fmt: skip
                     )
                 remaining = deadline - time.monotonic()
@@ -206,8 +207,18 @@ class StageRun:
 
     def on_state(self, job: Job, state: object, at: float | None = None) -> None:
         job.state = state
-        if self.carry is not None:
+        if self.carry is not None:  # kept in the order last handed over (see multipliers)
+            self.carry.pop(job.name, None)
             self.carry[job.name] = state
+
+    def multipliers(self) -> np.ndarray | None:
+        """The memory multipliers last handed over in the run by a backend that
+        provides them (:attr:`~maxshard.backend.Context.multipliers`), or None."""
+        for name, state in reversed((self.carry or {}).items()):
+            caps = self.caps.get(name) or procs.capabilities(name)
+            if "multipliers" in caps.provides and isinstance(state, dict) and "lam" in state:
+                return np.asarray(state["lam"], dtype=np.float64)
+        return None
 
     def on_error(self, job: Job, detail: str) -> None:
         job.answered = job.finished = True
@@ -321,6 +332,7 @@ class StageRun:
                     peers=self.peers(k),
                     det=(at, self.epoch),
                     order=k,
+                    multipliers=self.multipliers(),
                 )  # fmt: skip
             )
 
@@ -423,5 +435,6 @@ class StageRun:
                     self.peers(k),
                     det,
                     job.order,
+                    self.multipliers(),
                 )  # fmt: skip
             )

@@ -195,6 +195,7 @@ def start(
     peers: frozenset[str] = frozenset(),
     det: tuple[float, float] | None = None,
     order: int = 0,
+    multipliers: np.ndarray | None = None,
 ) -> Job:
     """Fork a worker running backend ``name`` until ``deadline`` (less the margin).
 
@@ -203,7 +204,8 @@ def start(
     multiple of ``epoch`` for the parent's merged best."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    given = {"inherited": inherited, "previous": previous, "peers": peers}
+    given = {"inherited": inherited, "previous": previous, "peers": peers,
+             "multipliers": multipliers}  # fmt: skip
     replies = answer = None
     limit = deadline - WORKER_MARGIN
     if det:
