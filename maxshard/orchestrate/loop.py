@@ -215,7 +215,9 @@ class StageRun:
         """The memory multipliers last handed over in the run by a backend that
         provides them (:attr:`~maxshard.backend.Context.multipliers`), or None."""
         for name, state in reversed((self.carry or {}).items()):
-            caps = self.caps.get(name) or procs.capabilities(name)
+            if name not in self.caps:  # an earlier stage's backend
+                self.caps[name] = procs.capabilities(name)
+            caps = self.caps[name]
             if "multipliers" in caps.provides and isinstance(state, dict) and "lam" in state:
                 return np.asarray(state["lam"], dtype=np.float64)
         return None
