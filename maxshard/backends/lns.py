@@ -86,16 +86,10 @@ class LNS:
     #: (:attr:`~maxshard.backend.Context.multipliers`), a priced move may price
     #: memory with them, times ``2**u`` for ``u`` uniform within this spread,
     #: instead of :class:`Price`'s; :class:`Choice` decides which, move by move.
-    #: Measured from the multiplier loop's best and last multipliers after its
-    #: dive (S 11 s, M and N 6 s, U 13 s), this backend alone for 8-9 s, one
-    #: worker per process, two side by side: S 1.5536e9 on average over seeds
-    #: 0-11 against 1.5763e9 with its own price alone; M 4.9942e10 at seeds
-    #: 0-5 against 4.9942e10 at 0-7; N 2.0901e11 (0-5) against 2.0919e11
-    #: (0-7); U 2.3174e9 against 2.3381e9 (0-3). Spread 0.35, 0.75 (kept),
-    #: 1.5 and 2.5 on S with the multipliers in 90% of the priced moves:
-    #: 1.5532, 1.5529, 1.5555 and 1.5644e9; that fixed 90% cost M 0.07%
-    #: (4.9977e10: the multipliers' moves gained in 7% of the tries there, the
-    #: own price's in 23%; on S 48% against 24%).
+    #: Measured alone for 8-9 s from the loop's best and multipliers after its
+    #: dive: S 1.5536e9 on average over seeds 0-11 against 1.5763e9 with its own
+    #: price alone, M, N and U alike or better; spreads 0.35-2.5 tried (history:
+    #: *`lns` prices memory with the multiplier loop's multipliers*).
     multiplier_spread = 0.75
 
     def prepare(self) -> None:
