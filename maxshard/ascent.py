@@ -106,8 +106,7 @@ class Ascent:
         return floor_bound(self.model, value, slack(self.model, self.lam))
 
     def state(self) -> dict:
-        d = self.diffusion
-        return {"lam": self.lam, "phi_row": d.phi_row, "phi_col": d.phi_col}
+        return state_of(self.lam, self.diffusion)
 
     def restore(self, state: dict) -> None:
         """Go on from :meth:`state` of an ascent on the same model."""
@@ -118,6 +117,12 @@ class Ascent:
             d.phi_row, d.phi_col = np.array(state["phi_row"]), np.array(state["phi_col"])
         if len(state.get("lam", ())) == len(self.lam):
             self.lam = np.array(state["lam"], dtype=np.float64)
+
+
+def state_of(lam: np.ndarray, diffusion: Diffusion) -> dict:
+    """The state :meth:`Ascent.restore` goes on from: multipliers ``lam`` and
+    the messages of ``diffusion`` (the arrays themselves, not copies)."""
+    return {"lam": lam, "phi_row": diffusion.phi_row, "phi_col": diffusion.phi_col}
 
 
 class MultiplierLP:

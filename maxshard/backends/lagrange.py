@@ -67,7 +67,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import work
-from ..ascent import Ascent
+from ..ascent import Ascent, state_of
 from ..backend import Capabilities, Report, Result, Status, context
 from ..bound import Diffusion, dot, floor_bound, slack
 from ..instance import FORBIDDEN
@@ -261,11 +261,7 @@ class Lagrange:
                     break
                 if climb and bound > top:  # the messages the climb starts from
                     top = bound
-                    at_top = {
-                        "lam": prices.lam.copy(),
-                        "phi_row": diffusion.phi_row.copy(),
-                        "phi_col": diffusion.phi_col.copy(),
-                    }
+                    at_top = {k: a.copy() for k, a in state_of(prices.lam, diffusion).items()}
             search.reset(x_r)
             # a far-off relaxed solution is not worth a long repair: the next round is near
             if search.repair(min(stop, work.now() + self.dive_repair_seconds)):
