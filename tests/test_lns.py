@@ -213,20 +213,37 @@ def test_memory_is_priced_only_where_the_load_comes_within_the_slack_of_the_limi
     assert np.array_equal(price.penalties(3.0, load, 1.0), everywhere)
 
 
+@pytest.mark.parametrize("tree_share", [0.0, 1.0])
 @pytest.mark.parametrize("seed", range(3))
-def test_priced_moves_alone_report_fitting_ever_cheaper_solutions(tmp_path, seed):
+def test_priced_moves_alone_report_fitting_ever_cheaper_solutions(
+    tmp_path, monkeypatch, seed, tree_share
+):
+    """Priced moves on walks solved by toulbar2, or on induced trees solved by
+    dynamic programming: every report fits and is cheaper than the last."""
     inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
     model = reduced_or_skip(inst)
     if model.limit is None or not len(model.base):
         pytest.skip("no memory constraint left after presolve")
     start = model.min_usage_solution()
+    trees, walks = [], []
+
+    def counting(move, seen):
+        def counted(*args, **kw):
+            seen.append(1)
+            return move(*args, **kw)
+
+        return counted
+
+    monkeypatch.setattr(lns, "tree_priced", counting(lns.tree_priced, trees))
+    monkeypatch.setattr(lns, "priced", counting(lns.priced, walks))
     backend = LNS()
-    backend.priced_share = 1.0
+    backend.priced_share, backend.tree_share = 1.0, tree_share
     reports = []
     result = backend.solve(model, time.monotonic() + 2.5, start, reports.append, seed)
     costs = [model.cost(x) for x in reports]
     assert reports and costs == sorted(costs, reverse=True) and len(set(costs)) == len(costs)
     assert costs[-1] < model.cost(start)
+    assert bool(trees) == (tree_share > 0) and bool(walks) == (tree_share < 1)
     for x in [*reports, result.solution]:
         assert evaluate(inst, model.reconstruct(x)).feasible and model.fits(x)
 

@@ -288,6 +288,9 @@ def warm_up() -> float:
     search.exchanges(math.inf)
     search.repair_move(0)
     search.move(0, int(search.x[0]))
+    from .tree import Trees  # lns's tree moves
+
+    Trees(search.g).best(search.x, np.zeros(int(model.dom_off[-1])), 0, model.nv)
     ascent = Ascent(model)
     ascent.diffusion.bound(None, None, math.inf, sweeps=1)
     ascent.step(math.inf)  # the model has memory: the multiplier LP's kernel too
