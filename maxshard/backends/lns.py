@@ -66,7 +66,7 @@ from .lagrange import whole
 from .local import Search, warm_up
 from .tree import Trees
 
-#: MAXSHARD_DEBUG=1 prints the solves' count, mean size and time, and successes.
+#: MAXSHARD_DEBUG=1 prints per kind of move its count, mean size and time, successes and gains.
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 
@@ -80,8 +80,14 @@ class LNS:
     size, smallest, largest = 30, 8, 2000
     #: an exact solve that ends within this share of its limit counts as quick: grow
     quick = 0.05
-    #: share of the moves that price memory instead of posting it (where memory binds)
-    priced_share = 0.75
+    #: share of the moves that price memory instead of posting it (where memory
+    #: binds). Since tree moves the exact ones gain least for their time: `lns`
+    #: alone for 8 s from the multiplier loop's best, at 0.75 they took about
+    #: half the time and brought 0.1-3% of the gains (MAXSHARD_DEBUG). At 0.95,
+    #: seeds 0-3: N 2.014e11 on average against 2.044e11 at 0.75, U 2.248e9
+    #: against 2.299e9, S 1.541e9 against 1.548e9, M alike; for 25 s (seeds
+    #: 0-1) S and U gained 0.6-2%, N was alike (history: *Fewer exact moves*).
+    priced_share = 0.95
     #: variables freed by a priced move: log-uniform within a factor 2 of this.
     #: Measured on S from the same start, 25 s: 150 found nothing, 400 reached
     #: 1.544e9, 1000 1.566e9 (U: 2.320e9, 2.293e9, 2.308e9).
@@ -180,7 +186,8 @@ class LNS:
                 choice.learn(way, better)
             if DEBUG:
                 kind = 2 if tree else way is not None  # tree, priced, exact
-                stats.append((kind, len(free), work.now() - started, better))
+                gain = cost - new if better else 0
+                stats.append((kind, len(free), work.now() - started, better, gain))
             if better:
                 if step is not None and price is not None:
                     price.learn(step, cost - new)
@@ -193,7 +200,8 @@ class LNS:
                 if len(b):
                     print(
                         f"lns {kind}: {len(b)} solves, size {b[:, 1].mean():.0f}, "
-                        f"{b[:, 2].mean():.3f} s, {int(b[:, 3].sum())} better",
+                        f"{b[:, 2].mean():.3f} s, {int(b[:, 3].sum())} better, "
+                        f"gained {b[:, 4].sum():.4g} in all",
                         file=sys.stderr,
                     )
             if price is not None:
