@@ -83,10 +83,11 @@ class LNS:
     #: share of the moves that price memory instead of posting it (where memory
     #: binds). Since tree moves the exact ones gain least for their time: `lns`
     #: alone for 8 s from the multiplier loop's best, at 0.75 they took about
-    #: half the time and brought 0.1-3% of the gains (MAXSHARD_DEBUG). At 0.95,
+    #: half the time and brought 0.3-6% of the gains (MAXSHARD_DEBUG). At 0.95,
     #: seeds 0-3: N 2.014e11 on average against 2.044e11 at 0.75, U 2.248e9
     #: against 2.299e9, S 1.541e9 against 1.548e9, M alike; for 25 s (seeds
-    #: 0-1) S and U gained 0.6-2%, N was alike (history: *Fewer exact moves*).
+    #: 0-1) S and U gained 0.6-3%, N lost 0.2-0.4%, within its spread
+    #: (history: *Fewer exact moves in `lns`*).
     priced_share = 0.95
     #: variables freed by a priced move: log-uniform within a factor 2 of this.
     #: Measured on S from the same start, 25 s: 150 found nothing, 400 reached
