@@ -22,6 +22,7 @@ from .evaluate import evaluate
 from .instance import FORBIDDEN, Instance
 from .orchestrate import Best, Options, Plan, PlanError, Run, available_cores, kill_workers
 from .orchestrate import load as load_plan
+from .orchestrate.workers import dump_stacks_on_request
 from .output import Progress, solution_line, write_line
 from .reader import InputError, read_bytes, read_instance
 
@@ -75,6 +76,7 @@ def run_solve(problem: Path, timeout: float, log: Progress, options: Options) ->
     deadline = deadline_for(timeout)
     # progress and trace times count from the process start, as the budget does
     run = Run(options, log, start=process_start())
+    dump_stacks_on_request()  # kill -USR1: where is the run? (the workers do the same)
     _guard(deadline)
     try:
         run.solve(problem, deadline)

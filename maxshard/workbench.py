@@ -146,7 +146,8 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
             solution=result.solution,
         )
         if result.deterministic is not None:  # its trace is in work units
-            record.update(deterministic=result.deterministic, fingerprint=result.fingerprint)
+            record.update(deterministic=result.deterministic, cut_short=result.cut_short,
+                          fingerprint=result.fingerprint)  # fmt: skip
     except Exception as exc:  # a sweep records a failed run and goes on
         record.update(status="error", error=f"{type(exc).__name__}: {exc}", trace=[])
     record["wall_s"] = round(time.monotonic() - start, 3)

@@ -16,8 +16,11 @@ the workers compute, never of when their messages arrive.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
+import signal
 import time
 from multiprocessing.connection import wait
 
@@ -31,6 +34,15 @@ from . import workers as procs
 from .incumbent import UNPROVEN, Best
 from .plan import Budget
 from .workers import Job, Shared
+
+#: A deterministic stage whose unfinished workers have sent nothing and met at
+#: no barrier for this many seconds gives them up (the watchdog): far beyond
+#: any wait between barriers measured (docs/determinism.md, *The watchdog*).
+SILENCE_MIN = 60.0
+#: ... or for this many times the stage's longest wait for a barrier so far, if longer.
+SILENCE_FACTOR = 10.0
+#: Seconds a silent worker is given to write its stack before it is killed.
+STACK_DUMP_WAIT = 0.5
 
 
 def run_backends(
@@ -286,20 +298,30 @@ class StageRun:
             self.best.cut_short(f"backend {name} does not count its work")
         self.launch(start)
         why = "stopped at its work budget"
+        self.merged_at = self.heard_at = time.monotonic()
+        self.longest_wait = 0.0
         try:
             while not self.finished:
                 if all(self.passed(j, self.k + 1) for j in self.running):
+                    self.longest_wait = max(self.longest_wait, time.monotonic() - self.merged_at)
                     if not self.merge():
                         break
                     continue
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     self.take_pending()
                     why = "stopped by the clock"
                     self.best.cut_short(f"the clock ran out at work {self.best.work:.2f}")
                     break
+                silent = now - max(self.merged_at, self.heard_at)
+                if silent >= self.silence_limit():
+                    self.give_up_silent(silent)
+                    continue
                 listening = {j.conn: j for j in self.running if not j.conn.closed}
-                for conn in wait(list(listening), timeout=remaining):
+                timeout = min(remaining, self.silence_limit() - silent)
+                for conn in wait(list(listening), timeout=timeout):
+                    self.heard_at = time.monotonic()
                     self.receive(listening[conn])
         finally:
             if self.finished:
@@ -384,15 +406,45 @@ class StageRun:
             self.switch_at, self.before_switch = None, False
             self.follow_the_leader(len(self.plan) + self.seed, self.end, at)
         self.launch(at)
-        x = None if self.best.model_x is self.sent else self.best.model_x
+        changed = self.best.model_x is not self.sent  # the workers read it from Shared
         self.sent = self.best.model_x
+        self.merged_at = time.monotonic()
         for job in self.running:
-            if not job.finished and job.arrived == k:
-                job.replies.send(("go", x))
+            if job.waiting and not job.finished and job.arrived == k:
+                # a few bytes into a pipe its worker is reading: never blocks (workers.py)
+                job.waiting = False
+                with contextlib.suppress(OSError):  # it died meanwhile: its pipe says so
+                    job.replies.send(("go", changed))
         return True
 
     def on_epoch(self, job: Job, k: int) -> None:
-        job.arrived = int(k)
+        job.arrived, job.waiting = int(k), True
+
+    def silence_limit(self) -> float:
+        """Seconds without a message or a merged barrier after which the silent
+        workers are given up: :data:`SILENCE_MIN`, or :data:`SILENCE_FACTOR`
+        times the longest wait for a barrier so far if that is longer."""
+        return max(SILENCE_MIN, SILENCE_FACTOR * self.longest_wait)
+
+    def give_up_silent(self, silent: float) -> None:
+        """The watchdog: every worker not yet at the next barrier has said
+        nothing for ``silent`` seconds. Dump its stack (to stderr), log which it
+        is and where it was, stop it, and go on without it: the run is then
+        cut short, never said to be deterministic."""
+        for job in self.running:
+            if self.passed(job, self.k + 1):
+                continue
+            with contextlib.suppress(OSError):
+                os.kill(job.process.pid, signal.SIGUSR1)  # its stack, on stderr
+                job.process.join(STACK_DUMP_WAIT)
+            where = f"after barrier {job.arrived} (work {job.arrived * self.epoch:g})"
+            self.best.log(f"worker {job.order + 1} ({job.name}) silent for {silent:.0f}s {where}; "
+                          "the stage goes on without it")  # fmt: skip
+            self.best.cut_short(f"worker {job.order + 1} ({job.name}) fell silent")
+            self.outcome[job.name] = "stopped: silent"
+            job.finished = job.answered = True
+            job.process.kill()
+            job.conn.close()
 
     def on_busy(self, job: Job, until: float) -> None:
         # the worker skips the barriers before this one (work.reserved)

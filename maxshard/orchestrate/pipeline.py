@@ -135,6 +135,8 @@ def solve(
         outcome = run_backends(
             model, best, names, end, options.seed, workers, stage.switch, states, span
         )
+        if options.deterministic:  # when its work was spent, in seconds: see tools/stress.py
+            log(f"stage {k + 1}/{len(stages)} ended at work {best.work or 0.0:.2f}")
         carry.update(states)
         if best.done() or best.cut:
             break
@@ -215,6 +217,7 @@ class Run:
         (reaped by the next :func:`kill_workers`, once the answer is out)."""
         from ..reader import read_instance
 
+        completed, stopped = False, "stopped before its work budget was spent"
         try:
             if isinstance(problem, Instance):
                 self.inst = problem
@@ -231,7 +234,13 @@ class Run:
                 self.log(f"deterministic: {options.work:g} work units over {options.workers} "
                          f"workers, seed {options.seed}")  # fmt: skip
             self.outcome = solve(self.inst, deadline, self.best, options, model)
+            completed = True
+        except BaseException as exc:  # a signal, the deadline's alarm: what it has stands
+            stopped = f"stopped by {exc or type(exc).__name__}"
+            raise
         finally:
+            if self.best is not None and self.options.deterministic and not completed:
+                self.best.cut_short(stopped)  # never claim more than the run knows
             kill_workers(reap=False)
 
     def result(self) -> Result:

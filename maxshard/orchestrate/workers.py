@@ -8,24 +8,36 @@ it reported before stays. Messages from a worker to the parent, each a tuple:
 - ``("bound", b, at)``: a proven lower bound on the model cost;
 - ``("state", s, at)``: its search state, handed over (:meth:`Context.hand_over`);
 - ``("epoch", k)``: (deterministic runs) it reached barrier ``k`` and waits
-  for the parent's answer on its second pipe: ``("go", x)``, the merged best
-  (or None if unchanged);
+  for the parent's answer on its second pipe: ``("go", changed)``, whether
+  the merged best changed (it then reads it from :class:`Shared` memory);
 - ``("busy", until)``: (deterministic runs) it starts a call charged until
   ``until`` units: the barriers before that are merged without it;
 - ``("done", status, x, bound, at)``: its :class:`~maxshard.backend.Result`;
 - ``("error", text)``: it raised; the text says what.
 
 ``at`` is when the worker sent it: seconds, or work units in a deterministic
-run (:func:`maxshard.work.stamp`). In a normal run the parent shares its best
-solution with the workers through :class:`Shared` memory, which each worker's
+run (:func:`maxshard.work.stamp`). The parent shares its best solution with
+the workers through :class:`Shared` memory, which each worker's
 :class:`WorkerContext` reads on ``best()``; in a deterministic run only at the
 barriers (:mod:`maxshard.work`).
+
+**Why this cannot deadlock.** A worker's messages may be large (a solution,
+a search state of megabytes), so its send blocks until the parent reads; the
+parent reads whatever arrives whenever it waits. The parent never sends a
+payload: its only message, the barrier's ``("go", changed)``, is a few bytes,
+sent once to a worker known to be waiting for it, into an otherwise empty
+pipe, so it never blocks. Two blocking sends can therefore never face each
+other. A worker waiting at a barrier checks every second that its parent is
+still there. Each process dumps its threads' stacks to stderr on SIGUSR1
+(``kill -USR1 PID``: where is it blocked?).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -39,6 +51,8 @@ from ..output import stdout_to
 
 #: Workers stop this long before the deadline so their last report arrives in time.
 WORKER_MARGIN = 0.15
+#: Seconds between a waiting worker's checks that its parent is still there.
+PARENT_CHECK = 1.0
 
 
 @dataclass
@@ -53,6 +67,7 @@ class Job:
     order: int = 0  # its place among the stage's workers: ties go to the first
     replies: Connection | None = None  # (deterministic) the parent's barrier answers
     arrived: int = 0  # (deterministic) the last barrier it reached
+    waiting: bool = False  # (deterministic) it waits at barrier ``arrived`` for the parent's go
     finished: bool = False  # (deterministic) sent its result, its error, or died
     done_at: float = -1.0  # (deterministic) the work at which it finished
     busy_to: int = -1  # (deterministic) the first barrier it reaches after a charged call
@@ -155,17 +170,28 @@ class WorkerContext(Context):
         self.conn.send(("busy", until))
 
     def barrier(self, k: int) -> None:
-        """Reached barrier ``k``: tell the parent, wait for the merged best."""
+        """Reached barrier ``k``: tell the parent, wait for its go, and read the
+        merged best if it changed. A parent gone (killed) ends the worker."""
         self.conn.send(("epoch", k))
-        _, x = self.replies.recv()
-        if x is not None:
-            self.merged = x
+        parent = os.getppid()
+        while not self.replies.poll(PARENT_CHECK):
+            if os.getppid() != parent:
+                os._exit(1)
+        _, changed = self.replies.recv()
+        if changed:
+            self.merged = self.shared.read(-1)[1]
 
     def hand_over(self, state: object) -> None:
         self.conn.send(("state", state, work.stamp()))
 
 
+def dump_stacks_on_request() -> None:
+    """Dump every thread's stack to stderr when this process gets SIGUSR1."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def _worker(name, model, deadline, incumbent, seed, conn, shared, given, det) -> None:
+    dump_stacks_on_request()
     with stdout_to():
         try:
             backend = registry.load(name)
