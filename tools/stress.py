@@ -102,8 +102,16 @@ def run(path: Path, timeout: float, seed: int, deterministic: bool, burner: bool
 
 
 def valid(path: Path, answer: list[int]) -> bool:
-    cmd = [sys.executable, "-m", "maxshard", "evaluate", str(path), json.dumps(answer)]
-    return bool(answer) and subprocess.run(cmd, capture_output=True).returncode == 0
+    """Accepted by the evaluator, free of forbidden picks."""
+    from maxshard.evaluate import evaluate
+    from maxshard.reader import read_instance
+
+    if not answer:
+        return False
+    try:
+        return evaluate(read_instance(path), answer).clean
+    except ValueError:
+        return False
 
 
 def main() -> None:
