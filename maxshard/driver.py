@@ -12,6 +12,10 @@ from .orchestrate import Options, Run
 from .orchestrate.workers import dump_stacks_on_request
 from .output import Progress
 
+#: Seconds the alarm waits past the deadline: the run's own loop answers at
+#: the deadline; the alarm only rescues a run blocked elsewhere.
+ALARM_GRACE = 0.2
+
 
 class UsageError(Exception):
     """Bad input from the user: reported as one line, exit code 2."""
@@ -33,7 +37,7 @@ def _guard(deadline: float) -> None:
     """Turn SIGTERM, SIGINT and the deadline alarm into :class:`Interrupted`."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
         signal.signal(sig, _interrupt)
-    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic() + 0.2))
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic() + ALARM_GRACE))
 
 
 def _unguard() -> None:

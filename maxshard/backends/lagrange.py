@@ -476,13 +476,17 @@ class TermWeights:
         model = self.model
         overloaded = np.concatenate([[0], np.cumsum(model.load(x_r) > model.limit)])
         broken = overloaded[model.term_hi] > overloaded[model.term_lo]
-        self.lo = np.where(broken, self.w, self.lo / 1.5)
-        self.hi = np.where(broken, self.hi * 1.35, self.w)
+        self.lo = np.where(broken, self.w, self.lo / BRACKET_SHRINK)
+        self.hi = np.where(broken, self.hi * BRACKET_GROW, self.w)
         w = np.where(self.lo > 0, (self.lo + self.hi) / 2, self.hi / self.descent)
         w = np.where(np.isfinite(self.hi), w, self.w * 4)
         self.w = np.minimum(w, MAX_PENALTY)  # a term that never fits must not reach inf
 
 
+#: Each round a fitting term's lower bracket end shrinks by this factor (brackets go stale).
+BRACKET_SHRINK = 1.5
+#: Each round a broken term's upper bracket end grows by this factor.
+BRACKET_GROW = 1.35
 #: Penalties are capped here: far above any real total cost, far below the
 #: forbidden cost (a penalised value must never turn into a forbidden one).
 MAX_PENALTY = 10**15

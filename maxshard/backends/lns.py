@@ -80,6 +80,8 @@ class LNS:
     size, smallest, largest = 30, 8, 2000
     #: an exact solve that ends within this share of its limit counts as quick: grow
     quick = 0.05
+    #: one that takes this share of its one-second limit counts as slow: shrink
+    slow = 0.9
     #: share of the moves that price memory instead of posting it (where memory
     #: binds). Since tree moves the exact ones gain least for their time: `lns`
     #: alone for 8 s from the multiplier loop's best, at 0.75 they took about
@@ -231,7 +233,7 @@ class LNS:
         started = work.now()
         y = improve(model, graph, x, load, free, int(rng.integers(2**31)), deadline)
         took = work.now() - started
-        if took >= 0.9:
+        if took >= self.slow:
             self._size = max(self.smallest, size * 3 // 4)
         elif took < self.quick:
             self._size = min(self.largest, size + max(2, size // 10))
