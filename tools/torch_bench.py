@@ -18,9 +18,7 @@ import sys
 import time
 
 from maxshard.torch import plan
-from maxshard.torch.examples import gpt2_xl, llama3_8b
-
-MODELS = {"gpt2-xl": gpt2_xl, "llama3-8b": llama3_8b}
+from maxshard.torch.examples import REAL_SHAPES as MODELS
 
 
 def row(name: str, layers: int, mesh: str, timeout: float, memory: str | None) -> str:

@@ -34,7 +34,7 @@ def make(name: str) -> Path:
     from maxshard.evaluate import evaluate
     from maxshard.torch import trace
     from maxshard.torch.baselines import baselines
-    from maxshard.torch.examples import gpt2_xl, llama3_8b
+    from maxshard.torch.examples import REAL_SHAPES
 
     found = re.fullmatch(r"(gpt2-xl|llama3-8b)-(\d+)-([\dx]+)(-tight)?", name)
     if not found:
@@ -42,7 +42,7 @@ def make(name: str) -> Path:
     path = MADE / f"{name}.json.gz"
     if path.exists():
         return path
-    factory = {"gpt2-xl": gpt2_xl, "llama3-8b": llama3_8b}[found.group(1)]
+    factory = REAL_SHAPES[found.group(1)]
     model, args = factory(layers=int(found.group(2)))
     traced = trace(model, args, mesh=found.group(3))
     if found.group(4):

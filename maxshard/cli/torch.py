@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from .common import _fail
 
 app = typer.Typer(
     help="Plan the sharding of a PyTorch model (needs the extra: pip install 'maxshard\\[torch]').",
@@ -40,11 +41,6 @@ StatesOption = Annotated[
         "--optimizer-states", help="Parameter-sized optimizer tensors per parameter (Adam: 2)."
     ),
 ]
-
-
-def _fail(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
-    raise SystemExit(2)
 
 
 def _torch() -> Any:

@@ -25,7 +25,6 @@ import numpy as np
 import torch
 from torch.distributed.tensor.placement_types import Replicate, Shard
 
-from ..instance import Instance
 from .trace import Traced
 
 #: Names of the linear layers that close a block (split by input features);
@@ -81,18 +80,13 @@ def _fixed(traced: Traced, k: int, wanted: tuple) -> list[int]:
     """The strategies of leaf ``k`` closest to ``wanted``: exactly it if
     offered, else with the dimensions it cannot have replicated."""
     menu = [traced.placements(k, s) for s in range(len(traced.menus[k].strategies))]
-    for attempt in (
-        wanted,
-        tuple(p if (p,) in _alone(menu, i) else Replicate() for i, p in enumerate(wanted)),
-    ):
+    offered = [{pl[i] for pl in menu} for i in range(len(wanted))]
+    fallback = tuple(p if p in offered[i] else Replicate() for i, p in enumerate(wanted))
+    for attempt in (wanted, fallback):
         hits = [s for s, pl in enumerate(menu) if pl == attempt]
         if hits:
             return hits
     return [s for s, pl in enumerate(menu) if all(isinstance(p, Replicate) for p in pl)] or [0]
-
-
-def _alone(menu: list[tuple], i: int) -> set[tuple]:
-    return {(pl[i],) for pl in menu}
 
 
 def _batch(traced: Traced) -> Callable[[int, bool], tuple]:
@@ -140,7 +134,3 @@ def _megatron(
     if kind == "bias":
         return rest + (Replicate() if row else Shard(0),)
     return rest + (Shard(in_dim if row else out_dim),)
-
-
-def fits(instance: Instance, peak: int) -> bool:
-    return instance.usage_limit is None or peak <= instance.usage_limit

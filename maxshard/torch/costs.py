@@ -32,8 +32,10 @@ import torch
 from torch.distributed.tensor._dtensor_spec import DTensorSpec
 from torch.distributed.tensor._op_schema import OpSpec, OpStrategy
 from torch.distributed.tensor.placement_types import Shard
+from torch.utils.flop_counter import flop_registry
 
 from ..instance import FORBIDDEN, Instance
+from ..model import offsets
 from .strategies import output_specs, tensor_inputs
 
 aten = torch.ops.aten
@@ -77,8 +79,6 @@ def compute_ns(node: torch.fx.Node, spec: OpSpec) -> int:
     """The roofline time of ``node`` under ``spec`` on one device."""
     if node.op != "call_function" or is_view(node):
         return 0
-    from torch.utils.flop_counter import flop_registry
-
     moved = sum(local_bytes(s) for s in spec.input_specs or ()) + sum(
         local_bytes(s) for s in output_specs(spec)
     )
@@ -121,18 +121,17 @@ def build(
     """The maxshard instance of ``graph`` (see the module docstring);
     ``row(menu, spec)`` prices moving each of ``menu``'s outputs to ``spec``."""
     index = {node: k for k, node in enumerate(graph.nodes)}
-    counts = np.array([len(m.strategies) for m in graph.menus], dtype=np.int64)
-    strat_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-
-    state_of = {k: optimizer_states for k in graph.params.values()}
+    strat_off = offsets(np.array([len(m.strategies) for m in graph.menus], dtype=np.int64))
+    params = set(graph.params.values())
     cost = np.zeros(strat_off[-1], dtype=np.int64)
     usage = np.zeros(strat_off[-1], dtype=np.int64)
-    for k, (node, menu) in enumerate(zip(graph.nodes, graph.menus, strict=False)):
+    for k, (node, menu) in enumerate(zip(graph.nodes, graph.menus, strict=True)):
+        copies = 1 + optimizer_states if k in params else 1
+        holds = not (node.op == "call_function" and is_view(node))  # a view holds nothing
         for s, spec in enumerate(menu.strategies):
             cost[strat_off[k] + s] = compute_ns(node, spec)
-            own = sum(local_bytes(o) for o in output_specs(spec))
-            usage[strat_off[k] + s] = own * (1 + state_of.get(k, 0))
-    _views_own_nothing(graph, usage, strat_off)
+            if holds:
+                usage[strat_off[k] + s] = copies * sum(local_bytes(o) for o in output_specs(spec))
 
     lo, hi = _lifetimes(graph, index)
     tables: dict[tuple[int, int], np.ndarray] = {}
@@ -152,7 +151,7 @@ def build(
     edge_u = np.array([u for u, _ in edges], dtype=np.int64)
     edge_v = np.array([v for _, v in edges], dtype=np.int64)
     flat = [_ns(tables[e]).reshape(-1) for e in edges]
-    edge_off = np.concatenate([[0], np.cumsum([len(f) for f in flat])]).astype(np.int64)
+    edge_off = offsets(np.array([len(f) for f in flat], dtype=np.int64))
     edge_cost = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)
     return Instance(
         name=name,
@@ -187,12 +186,6 @@ def _gradient_table(param: OpStrategy, grad: OpStrategy, row: Any) -> np.ndarray
     """Rows: the parameter's strategies; the cost of bringing each gradient
     placement to the parameter's."""
     return np.array([row(grad, p.output_spec) for p in param.strategies], dtype=np.float64)
-
-
-def _views_own_nothing(graph: Graph, usage: np.ndarray, strat_off: np.ndarray) -> None:
-    for k, node in enumerate(graph.nodes):
-        if node.op == "call_function" and is_view(node):
-            usage[strat_off[k] : strat_off[k + 1]] = 0
 
 
 def _lifetimes(graph: Graph, index: dict[torch.fx.Node, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -92,3 +92,7 @@ def gpt2_xl(layers: int = 48, batch: int = 8, sequence: int = 1024) -> tuple[Any
         sequence=sequence,
         device="meta",
     )
+
+
+#: The real shapes the benchmark tools trace, by name (meta device).
+REAL_SHAPES = {"gpt2-xl": gpt2_xl, "llama3-8b": llama3_8b}

@@ -4,6 +4,7 @@ hand-written baselines."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 import torch
 
 from ..evaluate import all_min_usage, evaluate
-from .baselines import baselines, fits
+from .baselines import baselines
 from .costs import inputs_of
 from .network import Network
 from .trace import TorchPlanError, Traced, trace
@@ -201,7 +202,7 @@ def price(traced: Traced, solution: np.ndarray) -> Costed:
     compute = int(inst.cost[inst.strat_off[:-1] + solution].sum())
     return Costed(cost=ev.cost, compute=compute, communication=ev.cost - compute,
                   peak_memory=ev.peak,
-                  fits=fits(inst, ev.peak), forbidden=ev.forbidden)  # fmt: skip
+                  fits=ev.feasible, forbidden=ev.forbidden)  # fmt: skip
 
 
 def read_back(traced: Traced, solution: np.ndarray) -> list[OpPlacement]:
@@ -227,7 +228,7 @@ def _element(traced: Traced, p: int, s: int, consumer: torch.fx.Node) -> tuple:
     from .strategies import output_specs
 
     outs = output_specs(traced.menus[p].strategies[s])
-    if len(outs) > 1 and consumer.target.__name__ == "getitem":
+    if len(outs) > 1 and consumer.target is operator.getitem:
         return tuple(outs[consumer.args[1]].placements)
     return traced.placements(p, s)
 

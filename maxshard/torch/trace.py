@@ -106,8 +106,7 @@ class Traced:
 
     def stats(self) -> dict[str, int]:
         inst = self.instance
-        live = inst.lo < inst.hi
-        points = len(set(inst.lo[live].tolist()) | set(inst.hi[live].tolist()))
+        points = len(inst.events[1])  # the distinct starts and ends of live nodes
         return {"nodes": inst.n, "strategies": int(inst.n_strategies.sum()), "edges": inst.m,
                 "edge entries": len(inst.edge_cost), "time points": points}  # fmt: skip
 
