@@ -51,7 +51,8 @@ def solve(
     ``log``: a callable given each progress line; ``deterministic``: count work
     instead of reading the clock (the same answer for the same input, seed,
     workers and ``work``, the budget in work units over all workers; default:
-    0.25 of ``timeout`` per worker), ``timeout`` still holding."""
+    :func:`~maxshard.orchestrate.pipeline.default_work`, ``timeout`` at the
+    plan case's pace), ``timeout`` still holding."""
     from .orchestrate import available_cores, kill_workers
 
     if not timeout > 0:

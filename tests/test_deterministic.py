@@ -14,6 +14,7 @@ import maxshard
 from maxshard import work
 from maxshard.evaluate import evaluate
 from maxshard.generate import cut, generate, to_problem, write_problem
+from maxshard.orchestrate.pipeline import WORK_SHARE, default_work
 from maxshard.reader import read_instance
 from maxshard.reduce import reduce
 from maxshard.registry import load
@@ -207,6 +208,16 @@ def test_a_backend_that_counts_no_work_makes_the_run_say_it_is_not_deterministic
     assert record["deterministic"] is False
     assert "rc2 does not count its work" in record["cut_short"]
     assert record["solution"] is not None
+
+
+@pytest.mark.parametrize("pace", [0.5, 2.0])
+def test_the_default_budget_follows_the_time_given_and_the_plan_case_pace(tmp_path, pace):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'pace = {pace}\n[[stage]]\nshare = 1.0\nbackends = ["local", "local"]\n')
+    result = maxshard.solve(EXAMPLE, 3, plan=plan, deterministic=True, workers=2)
+    assert result.work == default_work(3, 2, pace) == round(WORK_SHARE * 3 * 2 * pace, 2)
+    assert result.deterministic and result.work_reached <= result.work / 2 + 0.01
+    assert evaluate(read_instance(EXAMPLE), result.solution).feasible
 
 
 def test_iopddl_runs_deterministically_and_says_so(tmp_path):

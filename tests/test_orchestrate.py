@@ -599,6 +599,10 @@ BAD_PLANS = {
         '[[stage]]\nshare = 1.0\nbackends = ["local"]\nswitch = 1.5',
         "'switch' must be a share",
     ),
+    "pace": (
+        'pace = 0\n[[stage]]\nshare = 1.0\nbackends = ["local"]',
+        "'pace' must be a positive number",
+    ),
 }
 
 

@@ -141,6 +141,15 @@ def range_add(ld, lo, hi, change):
 
 
 @njit(cache=True)
+def range_reads(lo, hi):
+    """The entries :func:`range_max` reads for points ``lo:hi`` (its work)."""
+    b0, b1 = lo >> SHIFT, (hi - 1) >> SHIFT
+    if b0 == b1:
+        return hi - lo
+    return ((b0 + 1) << SHIFT) - lo + (b1 - b0 - 1) + hi - (b1 << SHIFT)
+
+
+@njit(cache=True)
 def range_max(ld, lo, hi):
     """The highest load at points ``lo:hi`` (non-empty)."""
     b0, b1 = lo >> SHIFT, (hi - 1) >> SHIFT
@@ -205,11 +214,12 @@ def value_fits(g, v, x, ld, ok, d, decrease_ok):
     for a in range(d):
         ok[a] = True
     xv = x[v]
-    g.work[0] += (g.term_off[v + 1] - g.term_off[v]) * (d + 2 * BLOCK)
+    g.work[0] += (g.term_off[v + 1] - g.term_off[v]) * d
     for k in range(g.term_off[v], g.term_off[v + 1]):
         lo, hi = g.term_lo[k], g.term_hi[k]
         if hi <= lo:
             continue
+        g.work[0] += range_reads(lo, hi)
         room = g.limit - range_max(ld, lo, hi)
         u0 = g.term_use[k]
         now = g.usage[u0 + xv]

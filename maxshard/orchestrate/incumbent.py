@@ -43,6 +43,8 @@ class Best:
     #: a deterministic run's work so far (units): its trace and proofs are
     #: stamped with it instead of seconds; None in a normal run
     work: float | None = None
+    #: a deterministic run's work budget (units, over all workers), once known
+    budget: float | None = None
     #: why a deterministic run was not deterministic after all (cut short by the clock)
     cut: str | None = None
 

@@ -35,7 +35,8 @@ class Options:
     ``deterministic``: the stages advance by counted work, not seconds
     (:mod:`maxshard.work`), so the answer depends only on the input, the seed,
     the worker count and ``work``, the budget in work units over all workers
-    (None: :func:`default_work` of the time given)."""
+    (None: :func:`default_work` of ``seconds``, the time given, and the plan
+    case's pace)."""
 
     plan: Plan | None = None
     prove: bool = False
@@ -46,33 +47,32 @@ class Options:
     starts: bool = True
     deterministic: bool = False
     work: float | None = None
+    seconds: float | None = None
 
     def budgeted(self, seconds: float) -> Options:
-        """These options with the worker count fixed and, in a deterministic
-        run without a work budget, the one :func:`default_work` gives ``seconds``
-        (the time the user gave, so that the budget depends on nothing else)."""
-        workers = self.workers or available_cores()
-        work = self.work
-        if self.deterministic and work is None:
-            work = default_work(seconds, workers)
-        return replace(self, workers=workers, work=work)
+        """These options with the worker count and the time given fixed (a
+        deterministic run without a work budget sizes it from ``seconds``,
+        the time the user gave, so that the budget depends on nothing else)."""
+        return replace(self, workers=self.workers or available_cores(), seconds=seconds)
 
     def plan_name(self) -> str:
         return self.plan.name if self.plan else ("prove" if self.prove else "default")
 
 
-#: Share of the time given that a deterministic run budgets as work: the rest
-#: is for reading and presolve, the waits at the barriers, and a machine slower
-#: than the one the work rates were measured on (docs/determinism.md).
-WORK_SHARE = 0.25
+#: Share of the time given that a deterministic run fills with work at its
+#: plan case's pace: the rest is for reading and presolve, the waits at the
+#: barriers and a busier machine (docs/history.md, *Deterministic budgets*).
+WORK_SHARE = 0.65
 #: Work units between two barriers (at most; fewer in a short run).
 EPOCH = 0.5
 
 
-def default_work(seconds: float, workers: int) -> float:
+def default_work(seconds: float, workers: int, pace: float) -> float:
     """The work budget (units, over all workers) of a deterministic run given
-    ``seconds``: a function of the two numbers alone (rounded to 0.01)."""
-    return round(WORK_SHARE * max(0.0, seconds) * workers, 2)
+    ``seconds``, at ``pace`` units a worker counts per second (the plan case's,
+    itself chosen by the presolved model's size): a function of these numbers
+    alone (rounded to 0.01)."""
+    return round(WORK_SHARE * max(0.0, seconds) * workers * pace, 2)
 
 
 def plan_of(options: Options) -> Plan:
@@ -114,11 +114,17 @@ def solve(
         best.offer(model.reconstruct(x), "presolve start", x)
     workers = options.workers or available_cores()
     if options.deterministic:  # stages end at work counts (each worker's), not moments
-        budget = Budget(0.0, (options.work or 0.0) / workers)
+        given = options.seconds if options.seconds is not None else deadline - best.start
+        case = plan_of(options).case(Facts.of(model, workers, given))
+        work = options.work if options.work is not None else default_work(given, workers, case.pace)
+        best.budget = work
+        log(f"deterministic: {work:g} work units over {workers} workers, seed {options.seed}")
+        budget = Budget(0.0, work / workers)
         epoch = min(EPOCH, budget.deadline / 8) or EPOCH  # between barriers
+        stages = case.stages
     else:
         budget = Budget(time.monotonic(), deadline)
-    stages = stages_for(options, model, workers, budget.deadline - budget.start)
+        stages = stages_for(options, model, workers, budget.deadline - budget.start)
     carry: dict[str, object] = {}  # search states handed from stage to stage
     done, outcome = 0.0, {}
     for k, stage in enumerate(stages):
@@ -228,11 +234,9 @@ class Run:
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
             options = self.options
             if options.deterministic:
-                if options.work is None:  # a caller that did not budget: the time it gave
+                if options.seconds is None:  # a caller that did not budget: the time it gave
                     options = self.options = options.budgeted(deadline - self.start)
                 self.best.work = 0.0
-                self.log(f"deterministic: {options.work:g} work units over {options.workers} "
-                         f"workers, seed {options.seed}")  # fmt: skip
             self.outcome = solve(self.inst, deadline, self.best, options, model)
             completed = True
         except BaseException as exc:  # a signal, the deadline's alarm: what it has stands
@@ -276,7 +280,7 @@ class Run:
         text = solution_line(best.solution if best is not None else None)  # as printed
         return {
             "deterministic": cut is None,
-            "work": self.options.work,
+            "work": best.budget if best else self.options.work,
             "work_reached": round(best.work, 4) if best and best.work is not None else None,
             "cut_short": cut,
             "fingerprint": hashlib.sha256(text.encode()).hexdigest()[:16],

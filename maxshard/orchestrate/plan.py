@@ -25,6 +25,11 @@ may also say:
   handed over in an earlier stage (a Lagrangian loop's prices, the ascent's
   duals), so it goes on where it stopped.
 
+A plan (or a case) may say its ``pace``: the work units a worker counts per
+second on its stages (:mod:`maxshard.work`), measured. A deterministic run
+without ``--work`` sizes its budget by it, to end at
+:data:`~maxshard.orchestrate.pipeline.WORK_SHARE` of the time given.
+
 A plan that depends on the model is a list of cases, the first whose
 ``when`` holds is run; the last case has no ``when``::
 
@@ -61,8 +66,8 @@ CONDITIONS = {
     "variables_max": "the model's variables at most",
     "workers_min": "workers at least",
     "workers_max": "workers at most",
-    "seconds_min": "seconds left after presolve at least",
-    "seconds_max": "seconds left after presolve at most",
+    "seconds_min": "seconds left after presolve at least (deterministic: the seconds given)",
+    "seconds_max": "seconds left after presolve at most (deterministic: the seconds given)",
 }
 BUILT_IN = ("default", "prove")
 
@@ -115,10 +120,20 @@ class Facts:
         return True
 
 
+#: Work units a worker counts per second on this machine, for a case that
+#: does not say (``pace``): low, so that an unmeasured plan ends early rather
+#: than late (docs/history.md, *Deterministic budgets*).
+DEFAULT_PACE = 0.5
+
+
 @dataclass(frozen=True)
 class Case:
     stages: tuple[Stage, ...]
     when: dict[str, float] = field(default_factory=dict)
+    #: work units a worker counts per second of this machine on the case's
+    #: stages (sizes a deterministic run's default budget: see
+    #: :func:`maxshard.orchestrate.pipeline.default_work`)
+    pace: float = DEFAULT_PACE
 
 
 @dataclass(frozen=True)
@@ -126,9 +141,13 @@ class Plan:
     name: str
     cases: tuple[Case, ...]
 
+    def case(self, facts: Facts) -> Case:
+        """The first case whose conditions ``facts`` meet."""
+        return next(c for c in self.cases if facts.meet(c.when))
+
     def stages(self, facts: Facts) -> tuple[Stage, ...]:
-        """The stages of the first case whose conditions ``facts`` meet."""
-        return next(c.stages for c in self.cases if facts.meet(c.when))
+        """The stages of :meth:`case`."""
+        return self.case(facts).stages
 
     def backend_names(self) -> set[str]:
         return {n for c in self.cases for s in c.stages for n in (*s.backends, *s.queue)}
@@ -169,7 +188,7 @@ def parse(text: str, name: str = "plan") -> Plan:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(f"{name}: not valid TOML ({exc})") from None
-    unknown = set(data) - {"stage", "case", "name", "description"}
+    unknown = set(data) - {"stage", "case", "name", "description", "pace"}
     if unknown:
         raise PlanError(
             f"{name}: unknown key {sorted(unknown)[0]!r} (a plan has [[stage]] or [[case]])"
@@ -178,7 +197,7 @@ def parse(text: str, name: str = "plan") -> Plan:
         raise PlanError(f"{name}: a plan has either [[stage]] tables or [[case]] tables, not "
                         + ("both" if "stage" in data else "neither"))  # fmt: skip
     if "stage" in data:
-        cases = [_case({"stage": data["stage"]}, name, last=True)]
+        cases = [_case({"stage": data["stage"], **_pace_of(data)}, name, last=True)]
     else:
         raw = data["case"]
         if not isinstance(raw, list) or not raw:
@@ -190,7 +209,7 @@ def parse(text: str, name: str = "plan") -> Plan:
 def _case(raw: Any, where: str, last: bool) -> Case:
     if not isinstance(raw, dict):
         raise PlanError(f"{where}: must be a table")
-    unknown = set(raw) - {"when", "stage"}
+    unknown = set(raw) - {"when", "stage", "pace"}
     if unknown:
         raise PlanError(f"{where}: unknown key {sorted(unknown)[0]!r}")
     when = raw.get("when", {})
@@ -210,7 +229,15 @@ def _case(raw: Any, where: str, last: bool) -> Case:
     total = sum(s.share for s in parsed)
     if abs(total - 1) > 1e-6:
         raise PlanError(f"{where}: the stages' shares add up to {total:g}, not 1")
-    return Case(parsed, dict(when))
+    pace = raw.get("pace", DEFAULT_PACE)
+    if isinstance(pace, bool) or not isinstance(pace, int | float) or not pace > 0:
+        raise PlanError(f"{where}: 'pace' must be a positive number of work units a second, "
+                        f"got {pace!r}")  # fmt: skip
+    return Case(parsed, dict(when), float(pace))
+
+
+def _pace_of(data: dict) -> dict:
+    return {"pace": data["pace"]} if "pace" in data else {}
 
 
 def _stage(raw: Any, where: str) -> Stage:
