@@ -114,6 +114,7 @@ def solve(
         best.offer(model.reconstruct(x), "presolve start", x)
     workers = options.workers or available_cores()
     if options.deterministic:  # stages end at work counts (each worker's), not moments
+        # the time given (a caller that did not budget: up to the deadline)
         given = options.seconds if options.seconds is not None else deadline - best.start
         case = plan_of(options).case(Facts.of(model, workers, given))
         work = options.work if options.work is not None else default_work(given, workers, case.pace)
@@ -232,12 +233,9 @@ class Run:
             else:
                 self.inst = read_instance(problem)
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
-            options = self.options
-            if options.deterministic:
-                if options.seconds is None:  # a caller that did not budget: the time it gave
-                    options = self.options = options.budgeted(deadline - self.start)
+            if self.options.deterministic:
                 self.best.work = 0.0
-            self.outcome = solve(self.inst, deadline, self.best, options, model)
+            self.outcome = solve(self.inst, deadline, self.best, self.options, model)
             completed = True
         except BaseException as exc:  # a signal, the deadline's alarm: what it has stands
             stopped = f"stopped by {exc or type(exc).__name__}"
@@ -280,7 +278,7 @@ class Run:
         text = solution_line(best.solution if best is not None else None)  # as printed
         return {
             "deterministic": cut is None,
-            "work": best.budget if best else self.options.work,
+            "work": self.options.work if self.options.work is not None else best and best.budget,
             "work_reached": round(best.work, 4) if best and best.work is not None else None,
             "cut_short": cut,
             "fingerprint": hashlib.sha256(text.encode()).hexdigest()[:16],

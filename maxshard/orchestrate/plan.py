@@ -197,7 +197,7 @@ def parse(text: str, name: str = "plan") -> Plan:
         raise PlanError(f"{name}: a plan has either [[stage]] tables or [[case]] tables, not "
                         + ("both" if "stage" in data else "neither"))  # fmt: skip
     if "stage" in data:
-        cases = [_case({"stage": data["stage"], **_pace_of(data)}, name, last=True)]
+        cases = [_case({k: v for k, v in data.items() if k in ("stage", "pace")}, name, True)]
     else:
         raw = data["case"]
         if not isinstance(raw, list) or not raw:
@@ -234,10 +234,6 @@ def _case(raw: Any, where: str, last: bool) -> Case:
         raise PlanError(f"{where}: 'pace' must be a positive number of work units a second, "
                         f"got {pace!r}")  # fmt: skip
     return Case(parsed, dict(when), float(pace))
-
-
-def _pace_of(data: dict) -> dict:
-    return {"pace": data["pace"]} if "pace" in data else {}
 
 
 def _stage(raw: Any, where: str) -> Stage:
