@@ -24,10 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .instance import Instance
-from .orchestrate import Options, Plan, Result, Run
-from .orchestrate.plan import choose
-
-SolveResult = Result  # the name this API gave it first
+from .orchestrate import Plan, Run, SolveResult
+from .orchestrate.options import options_for
 
 
 def solve(
@@ -42,7 +40,7 @@ def solve(
     plan: str | Path | Plan | None = None,
     deterministic: bool = False,
     work: float | None = None,
-) -> Result:
+) -> SolveResult:
     """Solve ``problem`` (a file or an :class:`~maxshard.instance.Instance`) within
     ``timeout`` seconds from this call. ``backends``: run these (default: the
     built-in plan, or with ``prove`` the one that closes the gap); ``plan``: a
@@ -53,23 +51,16 @@ def solve(
     workers and ``work``, the budget in work units over all workers; default:
     :func:`~maxshard.orchestrate.pipeline.default_work`, ``timeout`` at the
     plan case's pace), ``timeout`` still holding."""
-    from .orchestrate import available_cores, kill_workers
-
-    if not timeout > 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    if gap is not None and not 0 <= gap < 1:
-        raise ValueError(f"gap must be a fraction in [0, 1), got {gap}")
-    if work is not None and not (deterministic and work > 0):
-        raise ValueError(f"work must be a positive budget of a deterministic run, got {work}")
     start = time.monotonic()
-    chosen = choose(plan, list(backends or []), workers or available_cores())
-    options = Options(plan=chosen, prove=prove, seed=seed, workers=workers, gap=gap,
-                      deterministic=deterministic, work=work).budgeted(timeout)  # fmt: skip
+    options = options_for(
+        timeout, plan=plan, backends=backends, prove=prove, seed=seed, workers=workers,
+        gap=gap, deterministic=deterministic, work=work,
+    )  # fmt: skip
     run = Run(options, log or (lambda _line: None), start)
     try:
         run.solve(problem, start + timeout)
     finally:
-        kill_workers()
+        run.stop()
     return run.result()
 
 

@@ -45,8 +45,9 @@ from numba import njit
 
 from . import work
 from .bound import Diffusion, floor_bound, slack
+from .csr import offsets, ranks
 from .mip import new_highs
-from .model import Model, offsets, penalties, ranks, running_rows, usage_values
+from .model import Model, penalties, running_rows, usage_values
 
 
 class Ascent:

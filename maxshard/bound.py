@@ -40,8 +40,9 @@ import numpy as np
 from numba import njit
 
 from . import work
+from .csr import grouped, offsets
 from .instance import FORBIDDEN
-from .model import Model, grouped, offsets
+from .model import Model
 
 
 class Diffusion:

@@ -17,10 +17,6 @@ from .output import Progress
 ALARM_GRACE = 0.2
 
 
-class UsageError(Exception):
-    """Bad input from the user: reported as one line, exit code 2."""
-
-
 class Interrupted(BaseException):
     """A signal or the hard deadline stopped the solve. Not an ``Exception``: a
     handler that catches any error (the registry's for a broken plugin) must not
@@ -46,17 +42,13 @@ def _unguard() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def run_solve(problem: Path, timeout: float, log: Progress, options: Options) -> Run:
-    """Read and solve under the deadline; always returns what it has by then."""
+def run_solve(problem: Path, log: Progress, options: Options) -> Run:
+    """Read and solve under the deadline of ``options.seconds`` (options built by
+    :func:`~maxshard.orchestrate.options.options_for`); always returns what it
+    has by then."""
     from .clock import deadline_for, process_start
 
-    if not timeout > 0:
-        raise UsageError(f"timeout must be a positive number of seconds, got {timeout}")
-    check_gap(options.gap)
-    if options.work is not None and not options.work > 0:
-        raise UsageError(f"--work must be a positive number of work units, got {options.work}")
-    options = options.budgeted(timeout)
-    deadline = deadline_for(timeout)
+    deadline = deadline_for(options.seconds)
     # progress and trace times count from the process start, as the budget does
     run = Run(options, log, start=process_start())
     dump_stacks_on_request()  # kill -USR1: where is the run? (the workers do the same)
@@ -69,8 +61,3 @@ def run_solve(problem: Path, timeout: float, log: Progress, options: Options) ->
         _unguard()
         log.close()
     return run
-
-
-def check_gap(gap: float | None) -> None:
-    if gap is not None and not 0 <= gap < 1:
-        raise UsageError(f"gap must be a fraction in [0, 1) (0.01 = 1%), got {gap}")

@@ -23,8 +23,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from .csr import grouped, offsets, ranks
 from .instance import FORBIDDEN, Instance
-from .model import grouped, offsets, ranks
 
 
 def generate(

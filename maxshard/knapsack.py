@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .model import Model, offsets, ranks
+from .csr import offsets, ranks
+from .model import Model
 
 
 class Units(NamedTuple):

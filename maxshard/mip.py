@@ -1,5 +1,5 @@
 """The model as a mixed-integer program, and HiGHS made silent: what the
-``highs`` backend solves, the LP/MPS files write (:mod:`maxshard.formats.mip`)
+``highs`` backend solves, the LP/MPS files write (:mod:`maxshard.formats.lp`)
 and the ascent's multiplier LP (:mod:`maxshard.ascent`) is built on.
 
 The program (:class:`MipForm`): a binary ``x[v,k]`` per value (exactly one
@@ -21,8 +21,9 @@ from functools import reduce as fold
 
 import numpy as np
 
+from .csr import ranks
 from .instance import FORBIDDEN
-from .model import Model, ranks, running_sum
+from .model import Model, running_sum
 from .output import stdout_to
 
 

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .csr import offsets, ranks
 from .evaluate import exact_sum
 from .instance import FORBIDDEN, Instance
 
@@ -342,32 +343,6 @@ def table_slots(
         entry_col=np.arange(n_entries, dtype=idx)
         - np.repeat((row_start - col_first).astype(idx), row_len),
     )
-
-
-def offsets(lengths: np.ndarray) -> np.ndarray:
-    """CSR offsets (a leading 0, then the running sum) of segment lengths."""
-    off = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=off[1:])
-    return off
-
-
-def grouped(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Items grouped by their key in ``0..n-1``, in CSR form: the offsets per
-    key, and the items' indices, each key's in their own order. With the edge
-    ends ``concatenate([edge_u, edge_v])`` as keys, item ``k`` is edge ``k % m``
-    seen from its row end (``k < m``) or its column end: every variable's edges."""
-    return offsets(np.bincount(keys, minlength=n)), np.argsort(keys, kind="stable")
-
-
-def split(values: np.ndarray, off: np.ndarray) -> list[np.ndarray]:
-    """The CSR segments of ``values`` as a list of views (np.split, 10x faster)."""
-    bounds = off.tolist()
-    return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def ranks(lengths: np.ndarray) -> np.ndarray:
-    """0, 1, ..., k-1 for each segment length k, concatenated."""
-    return np.arange(int(lengths.sum())) - np.repeat(offsets(lengths)[:-1], lengths)
 
 
 def saturate(a: np.ndarray) -> np.ndarray:

@@ -16,11 +16,12 @@ from typing import Annotated
 import msgspec
 import numpy as np
 
+from .csr import offsets
 from .instance import Instance
 from .nogc import paused
 
 # Any non-negative 64-bit integer, as the contest allows; sums are taken exactly
-# (evaluate.py) and memory is brought into a safe range by presolve (reduce/work.py, memory_units).
+# (evaluate.py) and memory is brought into a safe range by presolve (reduce/draft.py, memory_units).
 Value = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
@@ -100,12 +101,6 @@ def _flatten(rows: list[list[int]], total: int) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    off = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=off[1:])
-    return off
-
-
 def _to_arrays(p: _Problem) -> Instance:
     nodes, edges = p.nodes, p.edges
     n = len(nodes.costs)
@@ -144,9 +139,9 @@ def _to_arrays(p: _Problem) -> Instance:
             f"{n_strat[u]}x{n_strat[v]} = {expected[e]}"
         )
 
-    strat_off = _offsets(n_strat)
+    strat_off = offsets(n_strat)
     usage = _flatten(nodes.usages, int(strat_off[-1]))
-    edge_off = _offsets(table_len)
+    edge_off = offsets(table_len)
     return Instance(
         name=p.name,
         strat_off=strat_off,

@@ -35,7 +35,9 @@ Record = dict
 
 
 @dataclass(frozen=True)
-class Run:
+class Trial:
+    """One run of a sweep: a backend (or plan) on an instance at a seed."""
+
     instance: str  # a name, unique within the sweep
     path: str
     backend: str
@@ -54,13 +56,15 @@ def instance_name(path: Path) -> str:
     return name
 
 
-def plan_runs(paths: Iterable[Path], backends: list[str], seeds: int, timeout: float) -> list[Run]:
+def plan_runs(
+    paths: Iterable[Path], backends: list[str], seeds: int, timeout: float
+) -> list[Trial]:
     """Every instance x backend x seed, instances named after their files."""
     runs = []
     for path in paths:
         for backend in backends:
             for seed in range(seeds):
-                runs.append(Run(instance_name(path), str(path), backend, seed, timeout))
+                runs.append(Trial(instance_name(path), str(path), backend, seed, timeout))
     return runs
 
 
@@ -93,11 +97,11 @@ def check_backends(names: Iterable[str]) -> None:
     check_names([n for n in names if not is_plan(n)])
 
 
-def run_one(run: Run, data: bytes | None = None) -> Record:
+def run_one(run: Trial, data: bytes | None = None) -> Record:
     """Solve ``run`` (from ``data`` if given, else its file); never raises."""
-    from .orchestrate import Options, Plan, kill_workers
     from .orchestrate import Run as Solve
     from .orchestrate import load as load_plan
+    from .orchestrate.options import options_for
     from .reader import parse_instance, read_bytes
     from .reduce import Infeasible, reduce
 
@@ -121,17 +125,18 @@ def run_one(run: Run, data: bytes | None = None) -> Record:
         if is_plan(run.backend):  # the whole plan, its time from before presolve (as `solve`)
             file = plan_file(run.backend)
             plan = load_plan(file) if file is not None else None
-            options = Options(plan, run.backend == "prove", run.seed, PLAN_WORKERS,
-                              deterministic=run.backend == "det").budgeted(run.timeout)  # fmt: skip
+            options = options_for(run.timeout, plan=plan, prove=run.backend == "prove",
+                                  seed=run.seed, workers=PLAN_WORKERS,
+                                  deterministic=run.backend == "det")  # fmt: skip
             solve = Solve(options, lambda _message: None, start)
         else:  # one backend alone, its time from after presolve
-            options = Options(Plan.of_backends([run.backend], 1), seed=run.seed, workers=1,
-                              starts=False)  # fmt: skip
+            options = options_for(run.timeout, backends=[run.backend], seed=run.seed, workers=1,
+                                  starts=False)  # fmt: skip
             solve = Solve(options, lambda _message: None)
         try:
             solve.solve(inst, solve.start + run.timeout, model)
         finally:
-            kill_workers()
+            solve.stop()
         result = solve.result()
         record.update(
             status=result.status,
@@ -172,7 +177,7 @@ def key_of(record: Record) -> tuple[str, str, int, float]:
 
 
 def sweep(
-    runs: list[Run],
+    runs: list[Trial],
     results: Path,
     jobs: int | None = None,
     ray_address: str | None = None,
@@ -208,7 +213,7 @@ def sweep(
     return [have[r.key] for r in runs if r.key in have]
 
 
-def _sweep_local(todo: list[Run], jobs: int, finished, tick) -> None:
+def _sweep_local(todo: list[Trial], jobs: int, finished, tick) -> None:
     import multiprocessing as mp
 
     queue = list(todo)
@@ -229,7 +234,7 @@ def _sweep_local(todo: list[Run], jobs: int, finished, tick) -> None:
         tick(0)
 
 
-def _sweep_ray(todo: list[Run], address: str, finished, tick) -> None:
+def _sweep_ray(todo: list[Trial], address: str, finished, tick) -> None:
     try:
         import ray
     except ImportError:
@@ -256,7 +261,7 @@ def _sweep_ray(todo: list[Run], address: str, finished, tick) -> None:
     tick(0)
 
 
-def _blank(run: Run) -> Record:
+def _blank(run: Trial) -> Record:
     return {
         "instance": run.instance,
         "backend": run.backend,
@@ -326,7 +331,7 @@ def primal_integral(record: Record, reference: int | None) -> float:
     return total + gap * max(0.0, horizon - t_prev)
 
 
-def time_to_best(record: Record) -> float | None:
+def time_to_final(record: Record) -> float | None:
     """When the run's final cost was first reached."""
     final = record.get("cost")
     if final is None:
@@ -352,7 +357,7 @@ def summary(records: list[Record]) -> list[dict]:
         costs = [r["cost"] for r in runs if r.get("cost") is not None]
         proved = [r for r in runs if r.get("status") in ("optimal", "infeasible")]
         gaps = [g for g in map(final_gap, runs) if g is not None]
-        to_best = [t for t in map(time_to_best, runs) if t is not None]
+        to_best = [t for t in map(time_to_final, runs) if t is not None]
         rows.append(
             {
                 "instance": instance,

@@ -30,12 +30,13 @@ def generated(tmp_path: Path, seed: int, **kw) -> Instance:
     return read_instance(write_problem(tmp_path / f"g{seed}.json", generate(seed=seed, **kw)))
 
 
-def reduced_or_skip(inst: Instance) -> Model:
-    """The presolved model, or skip the test when the instance has no feasible solution."""
+def reduced(inst: Instance) -> Model:
+    """The presolved model of a fixed instance that must have a feasible solution
+    (the test's precondition: a failure, never a skip, when it does not)."""
     try:
         return reduce(inst)
     except Infeasible:
-        pytest.skip("generated instance has no feasible solution")
+        pytest.fail("precondition: the fixed instance must have a feasible solution")
 
 
 def brute_force(inst: Instance) -> tuple[int | None, list[int] | None]:
@@ -82,6 +83,22 @@ def example() -> Instance:
 def compiled_kernels():
     """Compile the local search's kernels before any timed test (cached on disk
     after the first run; the benchmark tool reports the cold-start cost)."""
-    from maxshard.backends.local import warm_up
+    from maxshard.search.local import warm_up
 
     warm_up()
+
+
+@pytest.fixture
+def fake_plugins(monkeypatch):
+    """The misbehaving and cooperating backends of :mod:`tests.fakes`, installed."""
+    from importlib.metadata import EntryPoint
+
+    from maxshard import registry
+    from maxshard.backend import GROUP
+
+    from .fakes import FAKES
+
+    real = registry.available()
+    fakes = {name: EntryPoint(name, target, GROUP) for name, target in FAKES.items()}
+    fakes["missing"] = EntryPoint("missing", "no_such_module_xyz:Backend", GROUP)
+    monkeypatch.setattr(registry, "available", lambda: {**real, **fakes})

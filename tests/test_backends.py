@@ -8,6 +8,7 @@ import pytest
 import maxshard
 from maxshard import registry
 from maxshard.backend import Status
+from maxshard.backends.toulbar2 import Toulbar2
 from maxshard.evaluate import evaluate
 from maxshard.reader import read_instance
 from maxshard.reduce import Infeasible, reduce
@@ -205,7 +206,7 @@ def test_toulbar2_restarts_bounded_by_its_best_answer(tmp_path, monkeypatch):
     """A search whose answers stop improving starts again with the best one's
     cost as its initial bound: each bound the cost of an answer it reported,
     each below the last; every answer fits and the result is the best."""
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     inst = generated(
         tmp_path, 1, nodes=600, edges=2400, max_strategies=6, forbidden=0.0, functional=0.0
@@ -216,7 +217,7 @@ def test_toulbar2_restarts_bounded_by_its_best_answer(tmp_path, monkeypatch):
     monkeypatch.setattr(
         toulbar2, "build", lambda m, u, s, ub, **k: (bounds.append(ub), real(m, u, s, ub, **k))[1]
     )
-    backend = toulbar2.Toulbar2()
+    backend = Toulbar2()
     # without VAC's preprocessing the first answer comes sooner (measured on a
     # slower machine: 3.1 s, with VAC 6.6 s); the restart is the same
     backend.restart_quiet, backend.vac = 0.5, 0
@@ -236,7 +237,7 @@ def test_toulbar2_restarted_still_proves_the_contest_optimum(tmp_path, monkeypat
     spell), the search starts again below that answer: the proof that ends it
     makes the answer the contest's optimum (brute force; also where every
     answer has a forbidden pick, or nothing fits)."""
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     searches = []
     real = toulbar2.run
@@ -258,7 +259,7 @@ def test_toulbar2_keeps_vac_for_long_searches_and_proves_either_way(tmp_path, mo
     """VAC's preprocessing only in a search with ``vac_seconds`` or more (the
     brute-force test above, 30 s, runs without it): with it, the same
     contest optimum (brute force)."""
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     asked = []
     real = toulbar2.build
@@ -269,13 +270,13 @@ def test_toulbar2_keeps_vac_for_long_searches_and_proves_either_way(tmp_path, mo
     )
     tight = (-0.1, 0.0, 0.2, 0.5)[seed % 4]
     inst = generated(tmp_path, seed, nodes=7, forbidden=0.1 * (seed % 3), tightness=tight)
-    assert toulbar2.Toulbar2.vac_seconds > 30  # the helper's 30 s search: no VAC
+    assert Toulbar2.vac_seconds > 30  # the helper's 30 s search: no VAC
     if _solves_to_contest_optimum(inst, "toulbar2", seed) is not None:
         assert asked and set(asked) == {0}
     asked.clear()
-    monkeypatch.setattr(toulbar2.Toulbar2, "vac_seconds", 0.0)
+    monkeypatch.setattr(Toulbar2, "vac_seconds", 0.0)
     if _solves_to_contest_optimum(inst, "toulbar2", seed) is not None:
-        assert asked[0] == toulbar2.Toulbar2.vac == 1
+        assert asked[0] == Toulbar2.vac == 1
 
 
 def test_every_toulbar2_problem_gets_the_search_it_asks_for(tmp_path, monkeypatch):
@@ -283,7 +284,7 @@ def test_every_toulbar2_problem_gets_the_search_it_asks_for(tmp_path, monkeypatc
     nothing cheaper exists turns its hybrid best-first search off for good (a
     restarted search turns it off on purpose): every problem still searches
     as it asks, and a backend's first search is hybrid best-first."""
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     def two_values(ub: float | None, **kw):  # optimum 1
         cfn = toulbar2.new_problem(ub, 0, **kw)
@@ -309,13 +310,13 @@ def test_every_toulbar2_problem_gets_the_search_it_asks_for(tmp_path, monkeypatc
     monkeypatch.setattr(toulbar2, "run", run)
     two_values(None, hbfs=0)  # as a restart leaves it
     model = reduce(generated(tmp_path, 2, nodes=8, forbidden=0.0, tightness=0.3))
-    toulbar2.Toulbar2().solve(model, time.monotonic() + 5, None, Recorder(), 0)
+    Toulbar2().solve(model, time.monotonic() + 5, None, Recorder(), 0)
     assert searched[0] == 1
 
 
 def test_toulbar2_initial_bound_cuts_off_nothing_cheaper():
     """Costs past 2**53 are not all doubles: the bound rounds up, never down."""
-    from maxshard.backends.toulbar2 import upper_bound
+    from maxshard.search.toulbar2 import upper_bound
 
     assert upper_bound(7) == 7.0
     for cost in (2**53 + 1, 3 * 2**60 + 5):

@@ -77,6 +77,7 @@ def test_sigterm_prints_a_valid_answer_at_once(tmp_path):
     assert ev.feasible
 
 
+@pytest.mark.wallclock
 def test_answer_arrives_before_the_timeout(tmp_path):
     path = write_problem(tmp_path / "big.json", generate(2000, max_strategies=6, seed=2))
     start = time.monotonic()
@@ -132,3 +133,27 @@ def test_info_command():
     # two single-strategy nodes are functions of their neighbours: collapsed on reading
     assert "nodes: 5" in out.stdout and "| read | 3 |" in out.stdout
     assert "| eliminate_degree2 | 2 |" in out.stdout and "| fold_isolated | 0 |" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args, kw",
+    [
+        (["0"], {"timeout": 0}),
+        (["5", "--gap", "1.5"], {"gap": 1.5}),
+        (["5", "--work", "5"], {"work": 5}),
+        (["5", "--deterministic", "--work", "-1"], {"deterministic": True, "work": -1}),
+        (["5", "-b", "no-such-backend"], {"backends": ["no-such-backend"]}),
+    ],
+)
+def test_a_bad_option_gives_the_same_message_from_the_cli_and_the_api(args, kw):
+    """Options are checked in one place (options_for): the CLI prints its one
+    line, the API raises it, word for word."""
+    import maxshard
+    from maxshard.orchestrate.options import UsageError
+
+    out = run(BIN / "maxshard", "solve", EXAMPLE, *args)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: ")
+    with pytest.raises(UsageError) as raised:
+        maxshard.solve(EXAMPLE, **{"timeout": 5, **kw})
+    assert out.stderr.strip() == f"error: {raised.value}"

@@ -14,7 +14,7 @@ import maxshard
 from maxshard import work
 from maxshard.evaluate import evaluate
 from maxshard.generate import cut, generate, to_problem, write_problem
-from maxshard.orchestrate.pipeline import WORK_SHARE, default_work
+from maxshard.orchestrate.options import WORK_SHARE, default_work
 from maxshard.reader import read_instance
 from maxshard.reduce import reduce
 from maxshard.registry import load
@@ -96,7 +96,7 @@ def test_a_backend_stops_at_its_work_budget_and_repeats_itself(tmp_path, countin
 
 
 def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_path, counting):
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
     outcomes = []
@@ -119,7 +119,7 @@ def test_what_a_long_toulbar2_solve_reports_counts_at_its_end(tmp_path, counting
     come (else the barrier that takes them would depend on timing)."""
     import multiprocessing as mp
 
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     model = reduce(generated(tmp_path, 3, nodes=40, tightness=0.5))
     cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
@@ -231,31 +231,9 @@ def test_iopddl_runs_deterministically_and_says_so(tmp_path):
     assert evaluate(read_instance(EXAMPLE), json.loads(lines[-1])).feasible
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--work", "5"], "--work is a budget of a --deterministic run"),
-        (["--deterministic", "--work", "-1"], "--work must be a positive"),
-    ],
-)
-def test_work_options_that_make_no_sense_are_one_line_errors(args, message):
-    proc = subprocess.run(
-        [BIN / "maxshard", "solve", EXAMPLE, "5", *args], capture_output=True, text=True, timeout=30
-    )
-    assert proc.returncode == 2
-    assert message in proc.stderr and "Traceback" not in proc.stderr
-    assert proc.stdout == ""
-
-
 def test_compare_runs_the_default_plan_deterministically(cut_n):
     records = maxshard.compare([cut_n, cut_n], backends=["det"], timeout=8, jobs=1, figures=False)
     assert [r["backend"] for r in records] == ["det", "det"]
     assert all(r["deterministic"] and r["cut_short"] is None for r in records)
     assert records[0]["fingerprint"] == records[1]["fingerprint"]
     assert records[0]["cost"] == records[1]["cost"] is not None
-
-
-@pytest.mark.parametrize("kw", [{"work": 5}, {"deterministic": True, "work": -1}])
-def test_the_api_refuses_a_work_budget_that_makes_no_sense(kw):
-    with pytest.raises(ValueError, match="work must be a positive budget"):
-        maxshard.solve(EXAMPLE, 5, **kw)

@@ -1,4 +1,4 @@
-"""The fast Lagrangian rounds (backends/dive.py) and the loop's dive through them."""
+"""The fast Lagrangian rounds (search/dive.py) and the loop's dive through them."""
 
 import itertools
 import time
@@ -7,17 +7,18 @@ import numpy as np
 import pytest
 
 from maxshard.backend import Context
-from maxshard.backends.dive import Rounding
-from maxshard.backends.lagrange import Lagrange, Multipliers
-from maxshard.backends.local import Search
+from maxshard.backends.lagrange import Lagrange
 from maxshard.evaluate import evaluate
+from maxshard.search.dive import Rounding
+from maxshard.search.local import Search
+from maxshard.search.multipliers import Multipliers
 
-from .conftest import Recorder, brute_force, generated, reduced_or_skip
+from .conftest import Recorder, brute_force, generated, reduced
 
 
 def model_for(tmp_path, seed, **kw):
     inst = generated(tmp_path, seed, **kw)
-    return inst, reduced_or_skip(inst)
+    return inst, reduced(inst)
 
 
 def priced_optimum(model, pen):
@@ -32,7 +33,7 @@ def priced_optimum(model, pen):
 def test_rounding_bounds_the_priced_problem_and_descends_its_solution(tmp_path, seed):
     _, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=0.2)
     if not model.nv:
-        pytest.skip("presolve solved it")
+        pytest.fail("precondition failed: presolve solved it")
     rng = np.random.default_rng(seed)
     prices = Multipliers(model)
     rounding = Rounding(model, prices.diffusion, seed)
@@ -58,7 +59,7 @@ def small_priced(tmp_path, seed: int):
     inst, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=tight)
     best, _ = brute_force(inst)
     if model.limit is None or not len(model.base):
-        pytest.skip("no memory left to price")
+        pytest.fail("precondition failed: no memory left to price")
     search = Search(model, seed)
     search.reset(model.min_usage_solution())
     return inst, model, best, search

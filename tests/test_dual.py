@@ -17,7 +17,7 @@ from maxshard.model import penalties
 from maxshard.orchestrate import Best, run_backends
 from maxshard.reader import read_instance
 
-from .conftest import Recorder, brute_force, generated, reduced_or_skip, write_problem
+from .conftest import Recorder, brute_force, generated, reduced, write_problem
 
 
 def lp_optimum(model) -> float:
@@ -43,7 +43,12 @@ def climb(model, seconds: float = 1.0) -> list[int]:
     return found.bounds
 
 
-@pytest.mark.parametrize("seed", range(16))
+#: fixed instances: the seeds whose instance has a clean solution and keeps variables
+#: after presolve (the test fails, not skips, should one stop having them)
+BOUNDED_SEEDS = [3, 6, 7, 10, 15, 19, 21, 22, 25, 26, 27, 30, 33, 39, 42, 43]
+
+
+@pytest.mark.parametrize("seed", BOUNDED_SEEDS)
 def test_dual_bounds_never_exceed_the_optimum(tmp_path, seed):
     """Tight and loose memory, forbidden picks, and (odd seeds) costs of very
     different magnitudes: every bound reported is at most the brute-force optimum."""
@@ -58,23 +63,24 @@ def test_dual_bounds_never_exceed_the_optimum(tmp_path, seed):
         nodes["costs"] = scaled
     inst = read_instance(write_problem(tmp_path / "p.json", problem))
     best, _ = brute_force(inst)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     if best is None or not model.nv:
-        pytest.skip("presolve solved it, or no clean solution: nothing to bound")
+        pytest.fail(
+            "precondition failed: presolve solved it, or no clean solution: nothing to bound"
+        )
     bounds = climb(model)
     assert bounds, "a model with variables gets a bound"
     assert all(b <= best for b in bounds)
     assert bounds == sorted(bounds)  # reported as they rise
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(1, 9))  # seed 0 keeps no table after presolve
 def test_ascent_never_passes_the_lp_optimum(tmp_path, seed):
     """The ascent climbs the dual of the LP over the local polytope with the
     memory rows: its bounds never pass the LP's optimum (HiGHS's)."""
     inst = generated(tmp_path, seed, nodes=12, max_strategies=4, forbidden=0.0, tightness=0.1)
-    model = reduced_or_skip(inst)
-    if not model.m:
-        return
+    model = reduced(inst)
+    assert model.m, "precondition: the fixed instance keeps tables after presolve"
     lp = lp_optimum(model)
     bounds = climb(model, 0.5)
     assert bounds and bounds[-1] <= lp + 1e-6 * abs(lp)
@@ -101,15 +107,14 @@ def test_ascent_is_exact_on_a_chain_without_memory(tmp_path):
     assert best - 2 <= climb(model, 2.0)[-1] <= best
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [0, 1, 2, 4, 5, 6])  # those that keep memory rows
 def test_multiplier_lp_gives_the_best_multipliers_for_the_messages(tmp_path, seed):
     """For fixed messages the bound is a concave function of the multipliers; the
     LP's multipliers maximise it: no other multipliers give more."""
     inst = generated(tmp_path, seed, nodes=10, forbidden=0.0, tightness=0.0)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     ascent = Ascent(model)
-    if ascent.lp is None:
-        return
+    assert ascent.lp is not None, "precondition: the fixed instance keeps memory rows"
     for _ in range(3):
         ascent.diffusion.sweep(ascent.unary())
     theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
@@ -164,7 +169,7 @@ def test_multiplier_lp_in_parts_reaches_the_whole_lps_optimum(tmp_path):
     binding = 0
     for seed in range(6):
         inst = generated(tmp_path, seed, nodes=80, forbidden=0.0, tightness=0.0, functional=0.0)
-        model = reduced_or_skip(inst)
+        model = reduced(inst)
         ascent = Ascent(model)
         assert ascent.lp is not None, "memory as tight as it can be keeps its rows"
         for _ in range(3):
@@ -183,7 +188,7 @@ def test_multiplier_lp_in_parts_reaches_the_whole_lps_optimum(tmp_path):
 def test_warm_up_loads_the_multiplier_lps_kernel():
     """The workers fork after the warm-up: the LP's hull kernel must be in it."""
     from maxshard.ascent import lower_hull
-    from maxshard.backends.local import warm_up
+    from maxshard.search.local import warm_up
 
     warm_up()
     assert lower_hull.signatures
@@ -201,21 +206,18 @@ def test_multiplier_lp_runs_after_highs_ran_on_other_threads_in_the_process(tmp_
     h.addRows(1, np.ones(1), np.ones(1), 2, *rows)
     h.run()
     assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    for seed in range(4):
-        model = reduced_or_skip(generated(tmp_path, seed, nodes=10, forbidden=0.0, tightness=0.0))
-        ascent = Ascent(model)
-        if ascent.lp is not None:
-            theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
-            assert ascent.lp.best(theta) is not None
-            return
-    pytest.skip("no generated model with memory rows")
+    model = reduced(generated(tmp_path, 0, nodes=10, forbidden=0.0, tightness=0.0))
+    ascent = Ascent(model)
+    assert ascent.lp is not None, "precondition: the fixed instance keeps memory rows"
+    theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
+    assert ascent.lp.best(theta) is not None
 
 
 def test_dual_goes_on_from_the_state_carried_between_stages(tmp_path):
     """The orchestrator keeps the state a backend hands over; a backend of the same
     name in the next stage inherits it and starts where the first one stopped."""
     inst = generated(tmp_path, 3, nodes=40, forbidden=0.0, tightness=0.1, functional=0.0)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     assert model.forbidden_cost == FORBIDDEN  # bounds hold for the instance
     best = Best(inst, lambda _line: None)
     carry: dict = {}

@@ -84,6 +84,7 @@ def test_compare_runs_declared_solvers_and_records_every_run(problem, solvers, t
     assert records["local"]["cost"] is not None  # ... and the sweep goes on
 
 
+@pytest.mark.wallclock
 def test_a_hanging_solver_is_killed_at_the_deadline_and_the_run_still_answers(problem, tmp_path):
     marker = f"maxshard-test-sleep-{os.getpid()}"
     sleepy = f"sleepy=lp:{PY} -c 'import time; time.sleep(1000)' {marker} {{model}}"

@@ -5,22 +5,14 @@ import pytest
 
 from maxshard.ascent import Ascent
 from maxshard.backend import Context
-from maxshard.backends.lagrange import (
-    Lagrange,
-    TermLagrange,
-    TermWeights,
-    penalties,
-    relax,
-    solve_penalised,
-    term_penalties,
-    whole,
-)
-from maxshard.backends.local import Search
+from maxshard.backends.lagrange import Lagrange, TermLagrange
 from maxshard.evaluate import evaluate
 from maxshard.instance import FORBIDDEN
-from maxshard.model import segment_argmin
+from maxshard.model import penalties, segment_argmin, term_penalties
+from maxshard.search.local import Search
+from maxshard.search.multipliers import TermWeights, relax, solve_penalised, whole
 
-from .conftest import Recorder, generated, reduced_or_skip
+from .conftest import Recorder, generated, reduced
 
 
 @pytest.fixture
@@ -33,7 +25,7 @@ def toulbar2_rounds(monkeypatch):
 
 def model_for(tmp_path, seed, **kw):
     inst = generated(tmp_path, seed, **kw)
-    return inst, reduced_or_skip(inst)
+    return inst, reduced(inst)
 
 
 def direct_sum(model, weight):
@@ -83,7 +75,7 @@ def test_term_weights_bracket_each_term(tmp_path, seed):
     over = np.concatenate([[0], np.cumsum(model.load(overflows) > model.limit)])
     broken = over[model.term_hi] > over[model.term_lo]
     if not broken.any() or broken.all():
-        pytest.skip("needs some terms broken and some not")
+        pytest.fail("precondition failed: needs some terms broken and some not")
     weights = TermWeights(model, start=1.0)
     weights.update(fits, 0)  # nothing broken: every weight falls, bracket [0, 1]
     assert np.allclose(weights.w, 1 / weights.descent)
@@ -116,7 +108,7 @@ def test_repair_restores_memory_feasibility(tmp_path, seed):
     _, model = model_for(tmp_path, seed, nodes=80, max_strategies=4, forbidden=0.0, tightness=0.1)
     x, _ = relax(model, np.zeros(len(model.base)), 2, seed)  # ignores memory
     if x is None:
-        pytest.skip("no assignment without forbidden costs")
+        pytest.fail("precondition failed: no assignment without forbidden costs")
     search = Search(model, seed)
     search.reset(x)
     assert search.repair(time.monotonic() + 10)
@@ -124,6 +116,7 @@ def test_repair_restores_memory_feasibility(tmp_path, seed):
     assert np.array_equal(search.load, model.load(search.x))
 
 
+@pytest.mark.wallclock
 @pytest.mark.parametrize(("backend", "seed"), [(Lagrange, 0), (Lagrange, 1), (TermLagrange, 2)])
 def test_lagrange_reports_only_fitting_solutions_in_time(tmp_path, backend, seed):
     inst, model = model_for(
@@ -283,7 +276,7 @@ def test_each_loops_bound_round_never_exceeds_the_optimum(tmp_path, seed):
     inst, model = model_for(tmp_path, seed, nodes=8, forbidden=0.0, functional=0.0, tightness=tight)
     best, _ = brute_force(inst)
     if model.limit is None or not len(model.base):
-        pytest.skip("no memory left to price")
+        pytest.fail("precondition failed: no memory left to price")
     cost = model.cost(model.min_usage_solution())
     for prices in (Lagrange().prices(model, cost), TermLagrange().prices(model, cost)):
         found = []
@@ -299,7 +292,7 @@ def test_each_loops_bound_round_never_exceeds_the_optimum(tmp_path, seed):
 def test_a_cut_short_relaxed_solve_still_bounds_the_optimum(tmp_path, monkeypatch, seed):
     """When toulbar2 stops before proving, the bound comes from its search's
     global lower bound, in toulbar2's units (no model offset): still below the optimum."""
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     from .conftest import brute_force
 
@@ -318,7 +311,7 @@ def test_a_cut_short_relaxed_solve_still_bounds_the_optimum(tmp_path, monkeypatc
 
 
 def test_a_search_cut_short_proves_nothing():
-    from maxshard.backends.toulbar2 import PROVED_EMPTY, PROVED_OPTIMAL, _forward
+    from maxshard.search.toulbar2 import PROVED_EMPTY, PROVED_OPTIMAL, _forward
 
     cut_short = [
         "Time limit expired... Aborting...\n",
@@ -333,6 +326,7 @@ def test_a_search_cut_short_proves_nothing():
     assert [x.tolist() for x in found] == [[0, 2, 1]]
 
 
+@pytest.mark.wallclock
 def test_a_search_given_grace_still_stops_at_its_time_once_it_has_a_solution(tmp_path):
     """With ``grace``, toulbar2 may go on past ``seconds`` only while it has found
     nothing: a search that finds solutions at once but cannot finish (a random
@@ -341,12 +335,12 @@ def test_a_search_given_grace_still_stops_at_its_time_once_it_has_a_solution(tmp
     import os
     import signal
 
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     inst = generated(
         tmp_path, 1, nodes=600, edges=2400, max_strategies=6, forbidden=0.0, functional=0.0
     )
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     cfn = toulbar2.build(model, model.unary, 0, None, memory=False)
     start = time.monotonic()
     proved, x = toulbar2.run(cfn, model.nv, 1, lambda _x: None, grace=8)
@@ -361,7 +355,8 @@ def test_toulbar2_runs_with_a_deep_stack(tmp_path):
     worker died of it on two copies of U): each relaxed solve raises the limit."""
     import resource
 
-    from maxshard.backends import lagrange, toulbar2
+    from maxshard.backends import lagrange
+    from maxshard.search import toulbar2
 
     _, model = model_for(tmp_path, 0, nodes=30, forbidden=0.0, functional=0.0, tightness=0.1)
     soft, hard = resource.getrlimit(resource.RLIMIT_STACK)

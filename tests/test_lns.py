@@ -5,13 +5,15 @@ import pytest
 
 from maxshard.backend import Context
 from maxshard.backends import lns
-from maxshard.backends.lns import LNS, Graph, Price, Room, improve, priced
-from maxshard.backends.local import Search
+from maxshard.backends.lns import LNS, Price
 from maxshard.evaluate import evaluate
 from maxshard.reader import read_instance
 from maxshard.reduce import reduce
+from maxshard.search import neighbourhood
+from maxshard.search.local import Search
+from maxshard.search.neighbourhood import Adjacency, Room, improve, priced
 
-from .conftest import brute_force, generated, reduced_or_skip, write_problem
+from .conftest import brute_force, generated, reduced, write_problem
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -20,14 +22,14 @@ def test_room_overflows_exactly_where_memory_does(tmp_path, seed):
     those left for later) are overflowed exactly when the whole solution no
     longer fits; the rows dropped as unable to overflow never are."""
     inst = generated(tmp_path, seed, nodes=40, max_strategies=4, tightness=0.1)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     if model.limit is None or not len(model.base):
-        pytest.skip("no memory constraint left after presolve")
+        pytest.fail("precondition failed: no memory constraint left after presolve")
     rng = np.random.default_rng(seed)
     x = model.min_usage_solution()
     if not model.fits(x):
-        pytest.skip("nothing fits")
-    graph = Graph(model)
+        pytest.fail("precondition failed: nothing fits")
+    graph = Adjacency(model)
     outcomes = set()
     for _ in range(20):
         free = np.sort(rng.choice(model.nv, min(model.nv, 8), replace=False))
@@ -47,12 +49,12 @@ def test_room_overflows_exactly_where_memory_does(tmp_path, seed):
 def test_lns_freeing_everything_finds_the_optimum(tmp_path, monkeypatch, seed, tightest):
     """With a neighbourhood as large as the model, one solve is exact; with no
     knapsack posted up front, every one needed must come lazily."""
-    monkeypatch.setattr(lns, "TIGHTEST", tightest)
+    monkeypatch.setattr(neighbourhood, "TIGHTEST", tightest)
     inst = generated(tmp_path, seed, nodes=7, forbidden=0.0, tightness=0.4)
     best, _ = brute_force(inst)
     if best is None:
-        pytest.skip("no clean solution fits")
-    model = reduced_or_skip(inst)
+        pytest.fail("precondition failed: no clean solution fits")
+    model = reduced(inst)
     backend = LNS()
     backend.size = backend.smallest = model.nv
     backend.priced_share = 0.0  # exact moves only: one of them frees everything
@@ -66,7 +68,7 @@ def test_lns_freeing_everything_finds_the_optimum(tmp_path, monkeypatch, seed, t
 @pytest.mark.parametrize("seed", range(4))
 def test_lns_reports_fitting_solutions_each_cheaper_than_the_last(tmp_path, seed):
     inst = generated(tmp_path, seed, nodes=200, max_strategies=5, tightness=0.3)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     start = model.min_usage_solution()
     reports = []
     result = LNS().solve(model, time.monotonic() + 2.5, start, reports.append, seed)
@@ -80,7 +82,7 @@ def test_lns_reports_fitting_solutions_each_cheaper_than_the_last(tmp_path, seed
 
 def test_lns_adopts_a_better_solution_from_another_worker(tmp_path):
     inst = generated(tmp_path, 5, nodes=400, max_strategies=4, tightness=0.3)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     from maxshard.backends.local import LocalSearch
 
     better = LocalSearch().solve(model, time.monotonic() + 0.5, None, lambda x: None, 0).solution
@@ -132,7 +134,7 @@ def test_priced_move_trades_memory_with_variables_outside_the_neighbourhood(tmp_
     x[a] = int(np.flatnonzero(model.node_map[model.map_off[0] : model.map_off[1]] == 0)[0])
     x[1 - a] = int(np.flatnonzero(model.node_map[model.map_off[1] : model.map_off[2]] == 0)[0])
     assert model.cost(x) == 10 and model.fits(x)
-    graph, free = Graph(model), np.array([a])
+    graph, free = Adjacency(model), np.array([a])
     deadline = time.monotonic() + 5
     assert improve(model, graph, x, model.load(x), free, 0, deadline) is None
     rng = np.random.default_rng(0)
@@ -182,9 +184,9 @@ def test_price_follows_the_draws_that_gained(tmp_path):
 
 
 def test_memory_is_priced_only_where_the_load_comes_within_the_slack_of_the_limit(tmp_path):
-    model = reduced_or_skip(generated(tmp_path, 4, nodes=80, tightness=0.6))
+    model = reduced(generated(tmp_path, 4, nodes=80, tightness=0.6))
     if model.limit is None or len(model.base) < 2:
-        pytest.skip("no memory constraint over several points after presolve")
+        pytest.fail("precondition failed: no memory constraint over several points after presolve")
     x = model.min_usage_solution()
     load = model.load(x)
     price = Price(model, model.cost(x))
@@ -221,9 +223,9 @@ def test_priced_moves_alone_report_fitting_ever_cheaper_solutions(
     """Priced moves on walks solved by toulbar2, or on induced trees solved by
     dynamic programming: every report fits and is cheaper than the last."""
     inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     if model.limit is None or not len(model.base):
-        pytest.skip("no memory constraint left after presolve")
+        pytest.fail("precondition failed: no memory constraint left after presolve")
     start = model.min_usage_solution()
     trees, walks = [], []
 
@@ -253,9 +255,9 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
     a budget, as lns's last moves) gets a backtrack limit from the rate of a
     deterministic run and keeps to it; a solve of a second or more has none."""
     from maxshard import work
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
-    model = reduced_or_skip(generated(tmp_path, 3, nodes=600, max_strategies=8, tightness=1.0))
+    model = reduced(generated(tmp_path, 3, nodes=600, max_strategies=8, tightness=1.0))
     unary = model.unary.astype(np.int64)
     cfn = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
     for seconds in (0.01, 1e-6):  # the second: a limit of one backtrack
@@ -272,11 +274,11 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
 
 
 def test_lns_solves_every_neighbourhood_with_its_own_search_method(tmp_path, monkeypatch):
-    """Every neighbourhood's solve, exact or priced, searches as :data:`lns.HBFS`
+    """Every neighbourhood's solve, exact or priced, searches as :data:`neighbourhood.HBFS`
     says, whatever another search in the process left (toulbar2's options are
     process-wide; before each problem set its own, the first solves here ran
     with what an earlier search had left)."""
-    from maxshard.backends import toulbar2
+    from maxshard.search import toulbar2
 
     methods = []
     real = toulbar2.solve_quietly
@@ -286,10 +288,10 @@ def test_lns_solves_every_neighbourhood_with_its_own_search_method(tmp_path, mon
         return real(cfn, seconds)
 
     monkeypatch.setattr(toulbar2, "solve_quietly", solve)
-    model = reduced_or_skip(generated(tmp_path, 4, nodes=400, max_strategies=6, tightness=0.3))
-    toulbar2.new_problem(None, 0, hbfs=1 - lns.HBFS)  # another search's choice
+    model = reduced(generated(tmp_path, 4, nodes=400, max_strategies=6, tightness=0.3))
+    toulbar2.new_problem(None, 0, hbfs=1 - neighbourhood.HBFS)  # another search's choice
     LNS().solve(model, time.monotonic() + 2.0, model.min_usage_solution(), lambda x: None, 0)
-    assert len(methods) > 10 and set(methods) == {lns.HBFS}
+    assert len(methods) > 10 and set(methods) == {neighbourhood.HBFS}
 
 
 def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
@@ -298,7 +300,7 @@ def test_lns_searches_up_to_its_deadline_and_keeps_it(tmp_path):
     time left by backtracks, and at worst by toulbar2's one-second limit (the
     orchestrator ends a stage at its time whatever its workers do)."""
     inst = generated(tmp_path, 4, nodes=400, max_strategies=6, tightness=0.3)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     start = time.monotonic()
     deadline = start + 2.0
     result = LNS().solve(model, deadline, model.min_usage_solution(), lambda *a, **k: None, 0)
@@ -313,7 +315,7 @@ def test_a_walk_is_a_breadth_first_ball():
     root once its chain runs out, and it never picks more than asked."""
     from types import SimpleNamespace
 
-    from maxshard.backends.lns import Graph
+    from maxshard.search.neighbourhood import Adjacency
 
     def chains(lengths):
         u, v, start = [], [], 0
@@ -327,13 +329,13 @@ def test_a_walk_is_a_breadth_first_ball():
             term_var=empty, term_usage=empty, term_off=np.zeros(1, dtype=np.int64),
         )  # fmt: skip
 
-    graph = Graph(chains([50]))
+    graph = Adjacency(chains([50]))
     rng = np.random.default_rng(0)
     for size in (1, 7, 20, 49, 50, 80):
         picked = graph.walk(rng, size)
         assert len(picked) == min(size, 50) and len(set(picked.tolist())) == len(picked)
         assert np.all(np.diff(picked) == 1)  # consecutive
-    graph = Graph(chains([5, 5, 5]))
+    graph = Adjacency(chains([5, 5, 5]))
     picked = graph.walk(rng, 12)
     assert len(picked) == 12
     full = [c for c in range(3) if set(range(5 * c, 5 * c + 5)) <= set(picked.tolist())]
@@ -345,7 +347,7 @@ def test_a_walk_on_a_connected_graph_is_a_ball_around_some_root():
     from collections import deque
     from types import SimpleNamespace
 
-    from maxshard.backends.lns import Graph
+    from maxshard.search.neighbourhood import Adjacency
 
     rng = np.random.default_rng(1)
     n = 40
@@ -358,7 +360,7 @@ def test_a_walk_on_a_connected_graph_is_a_ball_around_some_root():
         edge_v=np.array([b for _, b in pairs]),
         term_var=empty, term_usage=empty, term_off=np.zeros(1, dtype=np.int64),
     )  # fmt: skip
-    graph = Graph(model)
+    graph = Adjacency(model)
     adj = {k: set() for k in range(n)}
     for a, b in pairs:
         adj[a].add(b)
@@ -414,9 +416,9 @@ def test_moves_priced_by_handed_multipliers_report_fitting_ever_cheaper_solution
     """Given a Lagrangian loop's multipliers, priced moves price memory with
     them too: every report fits and is cheaper than the last."""
     inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     if model.limit is None or not len(model.base):
-        pytest.skip("no memory constraint left after presolve")
+        pytest.fail("precondition failed: no memory constraint left after presolve")
     start = model.min_usage_solution()
     # multipliers of a plausible scale: the start's cost per unit of the limit, spread
     scale = model.cost(start) / model.limit / len(model.base)

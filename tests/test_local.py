@@ -7,13 +7,13 @@ from maxshard.backends.local import LocalSearch
 from maxshard.evaluate import evaluate
 from maxshard.reduce import reduce
 
-from .conftest import brute_force, generated, reduced_or_skip
+from .conftest import brute_force, generated, reduced
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_local_search_answers_are_valid_and_never_worse_than_start(tmp_path, seed):
     inst = generated(tmp_path, seed, nodes=30, max_strategies=4, forbidden=0.05, tightness=0.2)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     reports = []
     start = model.min_usage_solution()
     result = LocalSearch().solve(model, time.monotonic() + 0.3, None, reports.append, seed)
@@ -34,6 +34,7 @@ def test_local_search_finds_small_optima(tmp_path, seed):
     assert evaluate(inst, model.reconstruct(result.solution)).cost == best
 
 
+@pytest.mark.wallclock
 def test_respects_deadline(tmp_path):
     inst = generated(tmp_path, 3, nodes=300, max_strategies=5, tightness=0.3)
     model = reduce(inst)

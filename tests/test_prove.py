@@ -14,7 +14,7 @@ from maxshard.generate import generate
 from maxshard.orchestrate.plan import Facts
 from maxshard.reader import read_instance
 
-from .conftest import EXAMPLE, brute_force, generated, reduced_or_skip, write_problem
+from .conftest import EXAMPLE, brute_force, generated, reduced, write_problem
 
 BIN = Path(sys.executable).parent
 
@@ -26,6 +26,7 @@ def instance_file(tmp_path: Path) -> Path:
     return write_problem(tmp_path / "p.json", problem)
 
 
+@pytest.mark.wallclock
 def test_gap_stops_early_and_the_bound_is_true(tmp_path):
     path = instance_file(tmp_path)
     optimum, _ = brute_force(read_instance(path))
@@ -91,7 +92,7 @@ def test_workers_beside_the_dual_are_told_it_climbs_the_ascent(tmp_path, monkeyp
     from maxshard.orchestrate import Best, run_backends
 
     inst = generated(tmp_path, 2, nodes=30, forbidden=0.0, tightness=0.2)
-    model = reduced_or_skip(inst)
+    model = reduced(inst)
     probes = tmp_path / "probes"
     probes.mkdir()
 

@@ -11,7 +11,7 @@ from maxshard.model import kept_points, running_sum
 from maxshard.reader import read_instance
 from maxshard.reduce import Infeasible, forbidden_free_values, reduce
 
-from .conftest import brute_force, generated, write_problem
+from .conftest import brute_force, generated, reduced, write_problem
 
 CASES = [
     dict(nodes=n, max_strategies=s, forbidden=f, tightness=t, functional=0.5)
@@ -151,10 +151,7 @@ def test_vectorised_arc_consistency_matches_the_definition(tmp_path, seed):
 @pytest.mark.parametrize("seed", range(10))
 def test_running_sum_form_gives_the_load(tmp_path, seed):
     inst = generated(tmp_path, seed, nodes=12, max_strategies=4, forbidden=0.0, tightness=0.6)
-    try:
-        model = reduce(inst)
-    except Infeasible:
-        return
+    model = reduced(inst)
     row_off, value, delta = running_sum(model)
     rng = np.random.default_rng(seed)
     for _ in range(5):
@@ -171,7 +168,7 @@ def test_dominance_of_lone_variables_matches_the_pairwise_rule(tmp_path, seed):
     """Variables with no edge and one memory term are pruned all at once
     (``dominated._prune_alone``): each keeps exactly the values that no other
     of its values beats in cost and usage (the first of equal ones)."""
-    from maxshard.reduce import Work
+    from maxshard.reduce import Draft
     from maxshard.reduce.dominated import prune_dominated
 
     rng = np.random.default_rng(seed)
@@ -180,7 +177,7 @@ def test_dominance_of_lone_variables_matches_the_pairwise_rule(tmp_path, seed):
     costs = [rng.integers(0, 4, size=d).tolist() for d in sizes]
     usages = [rng.integers(1, 4, size=d).tolist() for d in sizes]
     prob = problem([[0, 5]] * len(sizes), costs, usages, [], [], 10**9)
-    work = Work(read_instance(write_problem(tmp_path / "lone.json", prob)), clean=True)
+    work = Draft(read_instance(write_problem(tmp_path / "lone.json", prob)), clean=True)
     lone = [v for v in range(len(work.unary)) if work.alive[v] and len(work.unary[v]) >= 2]
     assert lone and all(not work.nbrs[v] and len(work.terms[v]) == 1 for v in lone)
     before = {v: (work.unary[v].copy(), work.terms[v][0][2].copy()) for v in lone}
@@ -207,7 +204,7 @@ def test_dominance_of_connected_variables_matches_the_pairwise_rule(tmp_path, se
     (cost, usage in each term, each incident table's rows): each keeps exactly
     the values that no other of its values beats on every feature (the first of
     equal ones), judged on the features as the pass found them."""
-    from maxshard.reduce import Work
+    from maxshard.reduce import Draft
     from maxshard.reduce.dominated import prune_dominated
 
     rng = np.random.default_rng(seed)
@@ -219,7 +216,7 @@ def test_dominance_of_connected_variables_matches_the_pairwise_rule(tmp_path, se
     tables = [rng.integers(0, 2, size=sizes[u] * sizes[v]).tolist() for u, v in pairs]
     prob = problem([[0, 5]] * len(sizes), costs, usages, [list(p) for p in pairs], tables, 10**9)
     inst = read_instance(write_problem(tmp_path / "linked.json", prob))
-    work = Work(inst)
+    work = Draft(inst)
     linked = [v for v in work.live_vars() if work.nbrs[v] and len(work.unary[v]) >= 2]
     assert linked
     before = {}

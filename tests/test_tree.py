@@ -3,9 +3,9 @@ import itertools
 import numpy as np
 import pytest
 
-from maxshard.backends import local_kernels as kernels
-from maxshard.backends.tree import Trees
 from maxshard.reduce import reduce
+from maxshard.search import kernels
+from maxshard.search.tree import Trees
 
 from .conftest import generated
 

@@ -82,7 +82,7 @@ def test_summary_measures_on_a_known_trace():
         "trace": [[2.0, 200, None], [4.0, 200, 80], [6.0, 100, 80]],
     }
     assert workbench.primal_integral(record, 100) == pytest.approx(2 * 1.0 + 4 * 0.5)
-    assert workbench.time_to_best(record) == 6.0
+    assert workbench.time_to_final(record) == 6.0
     assert workbench.final_gap(record) == pytest.approx(0.2)
     row = workbench.summary([record])[0]
     assert row["best_cost"] == 100 and row["proved"] == "0/1" and row["final_gap"] == 0.2

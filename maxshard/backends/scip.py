@@ -1,6 +1,6 @@
 """SCIP (pyscipopt) on the model's MIP: the strongest open-source MIP solver.
 
-The model goes to SCIP as the MPS file of :mod:`maxshard.formats.mip` (the
+The model goes to SCIP as the MPS file of :mod:`maxshard.formats.lp` (the
 same MIP as the ``highs`` backend: local-polytope pairs, running-sum memory),
 read by SCIP's own reader. Each better solution SCIP finds is reported as it
 is found (an event handler on "best solution found"), its dual bound at the
@@ -43,7 +43,7 @@ class Scip:
         import pyscipopt
 
         from ..formats import FormatError, Header, export
-        from ..formats.mip import read_answer
+        from ..formats.lp import read_answer
 
         if not model.nv:
             x = np.zeros(0, dtype=np.int64)

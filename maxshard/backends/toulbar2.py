@@ -1,45 +1,26 @@
-"""Cost function network solving with toulbar2 (pytoulbar2).
+"""The ``toulbar2`` backend: the whole model as a cost function network, solved by
+toulbar2's branch and bound (the driver, :mod:`maxshard.search.toulbar2`, says
+how), restarted from its best answer once its answers stop improving.
 
 The reduced model maps one-to-one onto a weighted CSP: a variable per model
 variable, unary and binary cost functions, and memory as one knapsack
 constraint per kept time point (``sum of usages <= limit - base``). toulbar2's
 depth-first branch and bound with soft arc consistency then proves optimality
-on the small models (G in ~2 s) and finds excellent solutions on the harder
-ones (V: below the contest's best).
-
-Facts about pytoulbar2 that shape this module (measured with 1.4.0.1):
-
-* costs are passed as doubles and are exact below 2**53; the forbidden cost
-  10^18 exceeds its maximum cost, so it is passed as infinity (hard);
-* ``Solve(timeLimit=...)`` counts whole CPU seconds and overshot 2x on a busy
-  machine, and its dual bound was not a valid bound in the tests of issue 5;
-  so the solve runs with a limit that ends before the deadline, every solution
-  it prints is reported at once (anytime), and optimality is claimed only when
-  toulbar2 prints ``Optimum:`` (a finished search), never from its bounds;
-* it holds the GIL while solving, so its printed solutions are read by a
-  forked reader process, which passes them on through ``report``.
+on the small models and finds excellent solutions on the harder ones.
+Optimality is claimed only when toulbar2 says its search finished.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import resource
-import select
-import signal
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 
 from .. import work
 from ..backend import Capabilities, Report, Result, Status, context
 from ..instance import FORBIDDEN
-from ..knapsack import binding_knapsacks
 from ..model import Model
-from ..output import stdout_to
+from ..search import toulbar2 as driver
 
 
 class Toulbar2:
@@ -48,35 +29,20 @@ class Toulbar2:
         exact=True, anytime=True, memory=True, lower_bound=True, deterministic=True
     )
 
-    #: virtual arc consistency in preprocessing (toulbar2's ``vac=1``, as in the
-    #: contest winner's exact pass). Measured on V (one run each, the other core
-    #: busy): 1,617,084, the optimum, found at 52.8 s, where without VAC the
-    #: search stayed at 1,618,348 for its 60 s; G proved in 0.33 s (0.39 s).
+    #: virtual arc consistency in preprocessing (toulbar2's ``vac=1``) (history: *Tuning notes*,
+    #: toulbar2 vac)
     vac = 1
-    #: ... but only in a search with at least this many seconds: from a bound
-    #: about 20% above V's optimum (the loops' best after 7 s) VAC's
-    #: preprocessing took 13 s or more of a 20 s search, whose first answer
-    #: then came at 14.1 s (seed 0) or not at all (seed 1); without it at
-    #: 3.2-3.6 s, and 1,617,963 / 1,617,188 at the end (optimum 1,617,084).
+    #: ... only in a search given at least this many seconds (VAC's preprocessing can take most of a
+    #: short one) (history: *Tuning notes*, toulbar2 vac_seconds)
     vac_seconds = 40.0
 
-    #: a search restarted after a quiet spell is a depth-first branch and
-    #: bound, not toulbar2's default hybrid best-first search: its answer is
-    #: often the optimum, and the proof is what is left. Measured on V bounded
-    #: by its optimum (the other core busy): depth-first proved it in 167 s,
-    #: hybrid best-first had not in 280 s (gap 15.5%). The first search stays
-    #: hybrid, also from another worker's answer: depth-first from the others'
-    #: best at a tenth of the limit, V's optimum was not found in its 21 s
-    #: (scores 0.9707, 0.9514 against 1.0093).
+    #: a search restarted after a quiet spell is depth-first (0), not hybrid
+    #: best-first: its answer is often the optimum, the proof is what is left
+    #: (history: *Tuning notes*, toulbar2 restart_hbfs)
     restart_hbfs = 0
 
-    #: a restarted search also enforces VAC at every node down to this depth
-    #: (toulbar2's ``-A=10``; ``vac`` above is 1: preprocessing only) and
-    #: branches on the variables full EAC picks (``-fe``). Measured on V bounded
-    #: by its optimum, depth-first, another such search on the other core: not
-    #: finished in 280 s (gap 17.7%, 132,381 backtracks) as before, 166 s with
-    #: VAC in search alone, 96 s with full EAC alone, 45 s with both (1,808
-    #: backtracks)
+    #: a restarted search enforces VAC down to this depth (``-A``) and branches as full EAC picks
+    #: (``-fe``) (history: *Tuning notes*, toulbar2 restart_vac)
     restart_vac = 10
     restart_full_eac = True
 
@@ -85,7 +51,7 @@ class Toulbar2:
     restart_quiet = 10.0
 
     def prepare(self) -> None:
-        load()
+        driver.load()
 
     def solve(
         self,
@@ -117,12 +83,12 @@ class Toulbar2:
             found = (best, incumbent, context(report).best())
             usable = [x for x in found if x is not None and model.fits(x) and bounded(model, x)]
             best, incumbent = min(usable, key=model.cost, default=None), None
-            ub = None if best is None else upper_bound(model.cost(best) - model.offset)
+            ub = None if best is None else driver.upper_bound(model.cost(best) - model.offset)
             try:
                 long = deadline - work.now() >= self.vac_seconds
                 vac = self.restart_vac if restarted else (self.vac if long else 0)
                 hbfs = self.restart_hbfs if restarted else 1
-                cfn = build(model, model.unary, seed, ub, memory=True, vac=vac, hbfs=hbfs)
+                cfn = driver.build(model, model.unary, seed, ub, memory=True, vac=vac, hbfs=hbfs)
                 if restarted:
                     cfn.Option.FullEAC = self.restart_full_eac
             except Contradiction:  # posting already proves: nothing below the bound fits
@@ -130,7 +96,7 @@ class Toulbar2:
             seconds = math.floor(deadline - work.now())
             if seconds < 1:
                 break
-            solved, x = run(cfn, model.nv, seconds, report, quiet=self.restart_quiet)
+            solved, x = driver.run(cfn, model.nv, seconds, report, quiet=self.restart_quiet)
             if x is not None:
                 report(x)  # the reader process reported it already, but not to in-process callers
                 best = x
@@ -156,335 +122,3 @@ def proved(model: Model, best: np.ndarray | None) -> Result:
 def bounded(model: Model, x: np.ndarray) -> bool:
     """``x`` has no pick at 10^18 (toulbar2's infinite cost)."""
     return model.cost(x) - model.offset < FORBIDDEN
-
-
-def upper_bound(cost: int) -> float:
-    """``cost`` as toulbar2's initial bound (solutions must cost less): a double
-    not below it, so that no solution cheaper than ``cost`` is cut off."""
-    ub = float(cost)
-    return ub if ub >= cost else math.nextafter(ub, math.inf)
-
-
-def float_costs(values: np.ndarray) -> np.ndarray:
-    """Costs as toulbar2 takes them: doubles, forbidden ones infinite (hard)."""
-    out = values.astype(np.float64)
-    out[values >= FORBIDDEN] = math.inf
-    return out
-
-
-#: toulbar2's own value of ``hbfsGlobalLimit`` (the backtracks its hybrid
-#: best-first search may spend in depth-first probes before it gives up on them)
-HBFS_GLOBAL_LIMIT = 32768
-
-
-def load() -> None:
-    """Import pytoulbar2 (its shared library) now, not at the first problem."""
-    import pytoulbar2  # noqa: F401
-
-
-def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0, hbfs: int = 1):
-    """A fresh, empty pytoulbar2 problem: every toulbar2 problem of maxshard
-    (the whole model's here, a neighbourhood's in :mod:`.lns`) starts here.
-
-    toulbar2's options are process-wide, and ``pytoulbar2.CFN`` resets only
-    some of them: the search method (``hbfs``, 1: hybrid best-first, 0:
-    depth-first) is set here for each problem, because toulbar2 turns it off
-    for good when a preprocessing ends in a contradiction or a time-out
-    (measured: in an ``lns`` worker on N, from its 8th neighbourhood on, every
-    solve was depth-first), and a restarted search turns it off on purpose."""
-    import pytoulbar2
-
-    cfn = pytoulbar2.CFN(ubinit=ub, verbose=verbose, seed=seed, vac=vac)
-    cfn.Option.hbfs = hbfs
-    cfn.Option.hbfsGlobalLimit = HBFS_GLOBAL_LIMIT
-    return cfn
-
-
-def post(
-    cfn,
-    dom_off: np.ndarray,
-    unary: np.ndarray,
-    edge_i: np.ndarray,
-    edge_j: np.ndarray,
-    table_off: np.ndarray,
-    tables: np.ndarray,
-) -> None:
-    """Variables with the domains ``dom_off`` (CSR offsets), their unary costs
-    (flat int64, laid out by ``dom_off``) and binary tables between ``edge_i[k]``
-    and ``edge_j[k]`` (row-major, ``tables[table_off[k]:table_off[k + 1]]``),
-    forbidden costs hard.
-
-    The costs go in as arrays, one call per shape (domain size, or pair of
-    them), not as a Python list per function: posting a neighbourhood of N
-    (about 800 tables) took a fifth of ``lns``'s time that way."""
-    wcsp = cfn.CFN.wcsp
-    sizes = np.diff(dom_off)
-    cfn.values = int(dom_off[-1])  # see budget
-    work.count("tb2-entry", cfn.values + int(table_off[-1]))
-    work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
-    for i, size in enumerate(sizes.tolist()):
-        wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
-    costs = float_costs(unary)
-    for where in _groups(sizes):
-        each = costs[dom_off[where][:, None] + np.arange(sizes[where[0]])]
-        wcsp.postUnaryVecConstraints(where, each, False)
-    if not len(edge_i):
-        return
-    table_costs = float_costs(tables)
-    rows, cols = sizes[edge_i], sizes[edge_j]
-    for where in _groups(rows * (int(sizes.max()) + 1) + cols):
-        a, b = int(rows[where[0]]), int(cols[where[0]])
-        block = table_costs[table_off[where][:, None] + np.arange(a * b)]
-        scopes = np.stack([edge_i[where], edge_j[where]], axis=1)
-        wcsp.postMultBinaryVecConstraints(scopes, block.reshape(-1, a, b), False)
-
-
-def _groups(keys: np.ndarray) -> list[np.ndarray]:
-    """For each distinct key, the positions holding it (ascending)."""
-    order = np.argsort(keys, kind="stable")
-    bounds = np.flatnonzero(np.diff(keys[order])) + 1
-    return [part for part in np.split(order, bounds) if len(part)]
-
-
-def solve_quietly(cfn, seconds: float) -> np.ndarray | None:
-    """A short solve, its output thrown away: the best assignment found, or None.
-    (:func:`run` is the long, watched and streamed kind.)"""
-    with stdout_to(), budget(cfn, seconds) as limit:
-        result = cfn.Solve(timeLimit=limit)
-    return np.asarray(result[0], dtype=np.int64) if result else None
-
-
-#: toulbar2's backtrack limit when none is set (its default)
-NO_LIMIT = 2**63 - 1
-
-
-@contextmanager
-def budget(cfn, seconds: float) -> Iterator[int]:
-    """Limits for one solve of ``cfn`` within the block; yields the ``timeLimit``
-    to give ``Solve``: ``seconds`` of CPU time, or in a deterministic run none
-    and that many work units' worth of backtracks instead (the search is then
-    the same on any machine). toulbar2's time limit is whole seconds: a solve
-    of less than one (the tail of a budget) is held to about that many
-    seconds' worth of backtracks as well (time spent between backtracks is
-    not held: such a solve may still take its whole second). A short solve's nodes and
-    backtracks are counted as work at the end; a long one is charged its
-    limit up front (:func:`maxshard.work.reserved`), so what it reports
-    meanwhile counts at its end. (toulbar2's options are process-wide: set
-    before every solve.)"""
-    # a search node costs about a pass over the problem's values (measured on
-    # lns's neighbourhoods of S, M and N: docs/determinism.md)
-    values = max(1, getattr(cfn, "values", 1))
-    backtracks = max(1, int(seconds * work.RATES["tb2-node"] / (3 * values)))
-    if not work.deterministic():
-        cfn.Option.backtrackLimit = backtracks if seconds < 1 else NO_LIMIT
-        yield max(1, int(seconds))
-        return
-    cfn.Option.backtrackLimit = backtracks
-    if seconds >= work.RESERVE_MIN:
-        with work.reserved(seconds):
-            yield 0
-        return
-    try:
-        yield 0
-    finally:
-        work.count("tb2-node", (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * values)
-
-
-def build(
-    model: Model,
-    unary: np.ndarray,
-    seed: int,
-    ub: float | None,
-    memory: bool,
-    vac: int = 0,
-    hbfs: int = 1,
-):
-    """A fresh toulbar2 problem for ``model`` with the given unary costs."""
-    # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
-    cfn = new_problem(ub, seed, verbose=0, vac=vac, hbfs=hbfs)
-    wcsp = cfn.CFN.wcsp
-    post(cfn, model.dom_off, unary, model.edge_u, model.edge_v, model.edge_off, model.edge_cost)
-    if memory and model.limit is not None:
-        for scope, params in knapsacks(model):
-            wcsp.postKnapsackConstraint(scope, params, False, True)
-            work.count("tb2-entry", len(params) // 4)  # about its nonzero usages
-    return cfn
-
-
-def knapsacks(model: Model):
-    """(scope, parameters) of toulbar2's knapsack at each binding point
-    (:func:`maxshard.knapsack.binding_knapsacks`)."""
-    for k in binding_knapsacks(model):
-        yield k.variables.tolist(), knapsack_params(k.room, k.weights)
-
-
-def knapsack_params(cap: int, uses: list[np.ndarray]) -> str:
-    """toulbar2's knapsack parameters for ``sum of uses[i][x_i] <= cap``: its
-    ``>=`` form, negated, listing each variable's nonzero usages."""
-    parts = []
-    for use in uses:
-        nz = np.flatnonzero(use)
-        parts.append(f"{len(nz)} " + " ".join(f"{j} {-int(use[j])}" for j in nz))
-    return f"{-cap} " + " ".join(parts)
-
-
-PROVED_OPTIMAL, PROVED_EMPTY = 3, 4  # reader exit codes: what toulbar2 said it proved
-
-
-#: Stack toulbar2's search may use (its recursion deepens with the model: on a
-#: 14,000-variable model, two copies of U, it overflowed the usual 8 MiB and
-#: the worker died of a segmentation fault in its first relaxed solves).
-STACK_BYTES = 1 << 30
-
-
-def deep_stack() -> None:
-    """Raise this process's soft stack limit to :data:`STACK_BYTES` (or the hard
-    limit): the main thread's stack grows on demand up to it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-    want = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
-    if soft != resource.RLIM_INFINITY and soft < want:
-        resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
-
-
-def run(
-    cfn, nv: int, seconds: int, report: Report, grace: int = 0, quiet: float | None = None
-) -> tuple[bool, np.ndarray | None]:
-    """Solve with a CPU-time limit; stream every printed solution to ``report``.
-
-    With ``grace``, a search that has found nothing after ``seconds`` goes on,
-    up to ``grace`` more seconds, until its first solution: the first solution
-    of a hard relaxed solve came after 5.1-5.7 of its 6 CPU seconds on S (2.0-2.9
-    of 3 on U), so a slightly slower machine lost whole rounds, and with them
-    the loop's course. With ``quiet``, a search that has found a solution and
-    then nothing better for ``quiet`` seconds ends there (to restart, see
-    :meth:`Toulbar2.solve`).
-
-    Returns (proved: toulbar2 finished its search, best solution or None). A
-    finished search with no solution proves there is none below the initial bound.
-    """
-    if threading.current_thread() is not threading.main_thread() or work.deterministic():
-        # the stray-signal guard below needs the main thread; a deterministic
-        # search has no clock to watch (its limit counts backtracks)
-        grace, quiet = 0, None
-    with budget(cfn, seconds + grace) as limit:  # (a reader forked in it stamps its end)
-        return _run(cfn, nv, limit, report, grace, quiet)
-
-
-def _run(cfn, nv: int, limit: int, report: Report, grace: int, quiet: float | None):
-    seconds = limit - grace  # the limit without grace (see run)
-    watched = bool(grace) or quiet is not None
-    read_fd, write_fd = os.pipe()
-    parent = os.getpid()
-    reader = os.fork()
-    if reader == 0:  # child: parse toulbar2's stdout
-        os.close(write_fd)
-        status = 1
-        try:
-            if watched:
-                stop = Stop(parent, seconds if grace else None, quiet)
-
-                def seen(x: np.ndarray) -> None:
-                    stop.seen()
-                    report(x)
-
-                status = _forward(_watched(read_fd, parent, stop), nv, seen)
-            else:
-                status = _forward(os.fdopen(read_fd), nv, report)
-        finally:
-            os._exit(status)
-    os.close(read_fd)
-    deep_stack()
-    try:
-        with stdout_to(write_fd):
-            os.close(write_fd)  # fd 1 is now the pipe's only write end
-            try:
-                result = cfn.Solve(showSolutions=1, timeLimit=limit)
-            finally:
-                if watched:  # the reader may stop a search that just ended: ignore that signal
-                    signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
-        # fd 1 restored: the pipe's last write end closed, the reader sees EOF
-    finally:
-        _, status = os.waitpid(reader, 0)
-    proved = os.waitstatus_to_exitcode(status) in (PROVED_OPTIMAL, PROVED_EMPTY)
-    if not result:
-        return proved, None
-    return proved, np.asarray(result[0], dtype=np.int64)
-
-
-class Stop:
-    """When the reader ends toulbar2's search early, once it has a solution: after
-    ``seconds`` of the searching process's user CPU time (the limit a search
-    given grace keeps once it has found something), or after ``quiet`` seconds
-    without a better solution (None: never)."""
-
-    def __init__(self, parent: int, seconds: int | None, quiet: float | None) -> None:
-        self.parent, self.seconds, self.quiet = parent, seconds, quiet
-        self.cpu_start = _user_seconds(parent)
-        self.last: float | None = None  # when the last solution came
-
-    def seen(self) -> None:
-        self.last = time.monotonic()
-
-    def __call__(self) -> bool:
-        if self.last is None:
-            return False
-        if self.quiet is not None and time.monotonic() - self.last >= self.quiet:
-            return True
-        if self.seconds is None:
-            return False
-        return _user_seconds(self.parent) - self.cpu_start >= self.seconds
-
-
-def _watched(fd: int, parent: int, stop: Stop) -> Iterator[str]:
-    """The lines toulbar2 prints on ``fd``; once ``stop()`` says so, send the
-    ``parent`` SIGVTALRM: toulbar2's own time-out (its timer is ITIMER_VIRTUAL),
-    so its search ends as if its time limit had come."""
-    sent, rest = False, b""
-    while True:
-        if select.select([fd], [], [], 0.05)[0]:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            *done, rest = (rest + chunk).split(b"\n")
-            for line in done:
-                yield line.decode() + "\n"
-        if not sent and stop():
-            os.kill(parent, signal.SIGVTALRM)
-            sent = True
-    if rest:
-        yield rest.decode()
-
-
-def _user_seconds(pid: int) -> float:
-    """User CPU time of process ``pid`` (what ITIMER_VIRTUAL counts); wall time
-    where /proc is missing."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return time.monotonic()
-
-
-def _forward(lines, nv: int, report: Report) -> int:
-    """Report each "New solution:" block; return what the search proved.
-
-    A search cut short proves nothing: toulbar2 then prints "Time limit
-    expired" and still ends with "No solution found ..." when it found none.
-    """
-    expect, status, expired = False, 0, False
-    for line in lines:
-        if line.startswith("New solution:"):
-            expect = True
-        elif expect:
-            parts = line.split()
-            if len(parts) == nv:
-                report(np.array(parts, dtype=np.int64))
-            expect = False
-        elif line.startswith("Optimum:"):
-            status = PROVED_OPTIMAL
-        elif line.startswith("No solution"):
-            status = PROVED_EMPTY
-        elif "Time limit expired" in line:
-            expired = True
-    return 0 if expired else status

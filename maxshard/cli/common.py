@@ -5,31 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import msgspec
 import typer
 
-from ..driver import UsageError
-from ..orchestrate import Best, Plan, PlanError, available_cores
+from ..orchestrate import Best
+from ..orchestrate.options import UsageError
 from ..output import write_line
-
-
-def choose_plan(
-    plan_file: Path | None, backends: list[str] | None, workers: int | None
-) -> Plan | None:
-    """The plan of ``--plan FILE`` or ``-b NAME ...`` (None: the built-in one);
-    a UsageError names what is wrong with it, before any solving."""
-    from ..backend import BackendError
-    from ..orchestrate.plan import choose
-    from ..registry import check_names
-
-    try:
-        check_names(backends or [])
-        return choose(plan_file, backends, workers or available_cores())
-    except (BackendError, PlanError) as exc:
-        raise UsageError(str(exc)) from None
 
 
 def peak_rss_mb() -> float:

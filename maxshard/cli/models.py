@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from ..driver import UsageError
 from ..evaluate import evaluate
 from ..instance import FORBIDDEN, Instance
+from ..orchestrate.options import UsageError
 from ..output import solution_line, write_line
 from ..reader import InputError, read_bytes, read_instance
 from .app import app

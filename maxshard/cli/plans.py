@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from ..driver import UsageError
 from ..orchestrate import PlanError
 from ..orchestrate import load as load_plan
+from ..orchestrate.options import UsageError
 from .app import app
 from .common import (
     SolverOption,
@@ -95,7 +95,7 @@ def warmup_cmd() -> None:
 
     numba caches them on disk; otherwise the first solve spends ~10 s of its
     budget on compiling them."""
-    from ..backends.local import warm_up
+    from ..search.local import warm_up
 
     typer.echo(f"# kernels ready in {warm_up():.1f}s")
 

@@ -9,8 +9,8 @@ from typing import Annotated
 import msgspec
 import typer
 
-from ..driver import UsageError, run_solve
-from ..orchestrate import Options, kill_workers
+from ..driver import run_solve
+from ..orchestrate.options import UsageError, options_for
 from ..output import Progress, solution_line, write_line
 from ..reader import InputError
 from .app import app
@@ -19,7 +19,6 @@ from .common import (
     _declare,
     _exit_now,
     _fail,
-    choose_plan,
     env_workers,
     peak_rss_mb,
     summary,
@@ -103,7 +102,8 @@ def solve_cmd(
         float | None,
         typer.Option(
             help="Work budget of a --deterministic run, in work units over all workers "
-            "(a unit is about a second of one core). Default: 0.25 of TIMEOUT per worker.",
+            "(a unit is about a second of one core's search). Default: what the plan "
+            "case's measured pace fills in 0.65 of TIMEOUT on every worker.",
         ),
     ] = None,
     solver: SolverOption = None,
@@ -122,20 +122,19 @@ def solve_cmd(
     log = Progress(sys.stderr.fileno(), quiet)
     try:
         _declare(solver)
-        workers = workers or env_workers()
-        chosen = choose_plan(plan, backend, workers)
-        if work is not None and not deterministic:
-            raise UsageError("--work is a budget of a --deterministic run: add --deterministic")
-        options = Options(chosen, prove, seed, workers, gap, presolve, deterministic=deterministic,
-                          work=work)  # fmt: skip
-        run = run_solve(problem, timeout, log, options)
+        options = options_for(
+            timeout, plan=plan, backends=backend, prove=prove, seed=seed,
+            workers=workers or env_workers(), gap=gap, presolve=presolve,
+            deterministic=deterministic, work=work,
+        )  # fmt: skip
+        run = run_solve(problem, log, options)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     result = run.result()
     if not quiet:
         write_line(sys.stderr.fileno(), f"# {summary(run.best)}")
     write_line(sys.stdout.fileno(), solution_line(result.solution))
-    kill_workers()  # reaped once the answer is out
+    run.stop()  # reaped once the answer is out
     if out is not None:
         record = result.record(problem=str(problem), peak_rss_mb=round(peak_rss_mb(), 1))
         out.write_bytes(msgspec.json.format(msgspec.json.encode(record)))
@@ -205,15 +204,14 @@ def iopddl(args: list[str]) -> None:
         _fail(f"timeout must be a number of seconds, got {rest[1]!r}")
     log = Progress(sys.stdout.fileno(), live=False)  # harnesses read stdout as plain lines
     try:
-        workers = env_workers()
-        if work is not None and not deterministic:
-            raise UsageError("--work is a budget of a --deterministic run: add --deterministic")
-        options = Options(choose_plan(plan_file, None, workers), prove, 0, workers, gap,
-                          deterministic=deterministic, work=work)  # fmt: skip
-        run = run_solve(Path(rest[0]), timeout, log, options)
+        options = options_for(
+            timeout, plan=plan_file, prove=prove, workers=env_workers(), gap=gap,
+            deterministic=deterministic, work=work,
+        )  # fmt: skip
+        run = run_solve(Path(rest[0]), log, options)
     except (InputError, UsageError) as exc:
         _fail(str(exc))
     if gap is not None or prove or deterministic:
         log(summary(run.best))
     write_line(sys.stdout.fileno(), solution_line(run.result().solution))
-    kill_workers()
+    run.stop()

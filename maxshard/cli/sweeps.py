@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..driver import UsageError
+from ..orchestrate.options import UsageError
 from ..reader import InputError
 from .app import app
 from .common import (

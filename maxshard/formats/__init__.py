@@ -11,8 +11,8 @@ format    module                      what reads it
 ========  ==========================  =========================================
 ``wcnf``  :mod:`.wcnf`                MaxSAT solvers (MaxSAT Evaluation 2022+)
 ``opb``   :mod:`.opb`                 pseudo-Boolean solvers (PB competition)
-``lp``    :mod:`.mip`                 MIP solvers (CPLEX LP format)
-``mps``   :mod:`.mip`                 MIP solvers (free MPS)
+``lp``    :mod:`.lp`                    MIP solvers (CPLEX LP format)
+``mps``   :mod:`.lp`                    MIP solvers (free MPS)
 ``cfn``   :mod:`.cfn`                 toulbar2 and other cost function networks
 ========  ==========================  =========================================
 
@@ -38,7 +38,7 @@ import numpy as np
 from ..model import Model
 
 #: format name -> module (in this package) that writes and reads it
-FORMATS = {"wcnf": "wcnf", "opb": "opb", "lp": "mip", "mps": "mip", "cfn": "cfn"}
+FORMATS = {"wcnf": "wcnf", "opb": "opb", "lp": "lp", "mps": "lp", "cfn": "cfn"}
 
 
 class FormatError(ValueError):
@@ -59,7 +59,7 @@ class Header:
         )
 
 
-def memory_units(model: Model):
+def checked_units(model: Model):
     """The model's memory in units (:func:`maxshard.knapsack.units`), or None;
     a point where nothing fits is an error here (a file cannot state it)."""
     from ..knapsack import units

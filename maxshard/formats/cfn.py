@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..csr import offsets, ranks
 from ..instance import FORBIDDEN
 from ..knapsack import knapsacks
-from ..model import Model, offsets, ranks
-from . import FormatError, Header, memory_units, open_out
+from ..model import Model
+from . import FormatError, Header, checked_units, open_out
 from .text import Kinds
 
 # token kinds (each: a fixed text, then maybe a number)
@@ -101,7 +102,7 @@ def _tables(scopes: np.ndarray, off: np.ndarray, costs: np.ndarray, first: int) 
 
 def _knapsacks(model: Model, out, first: int) -> tuple[int, int]:
     """One knapsack per point where memory can bind; returns (knapsacks, triples)."""
-    mem = memory_units(model)
+    mem = checked_units(model)
     if mem is None:
         return 0, 0
     count, triples = 0, 0

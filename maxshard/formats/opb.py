@@ -33,10 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..csr import offsets, ranks
 from ..instance import FORBIDDEN
 from ..knapsack import knapsack_size, knapsacks
-from ..model import Model, offsets, ranks, running_sum, table_slots
-from . import FormatError, Header, memory_units, one_value_each, open_out, v_lines
+from ..model import Model, running_sum, table_slots
+from . import FormatError, Header, checked_units, one_value_each, open_out, v_lines
 from .text import Kinds
 
 #: token kinds: coefficient (+c or -c), variable, ">= rhs" or "= rhs", constraint
@@ -98,7 +99,7 @@ def write(model: Model, path: Path, header: Header) -> dict:
     allowed = np.flatnonzero(model.edge_cost < FORBIDDEN)
     y = nval + 1 + np.arange(len(allowed))
     one = nval + len(allowed) + 1
-    mem = memory_units(model)
+    mem = checked_units(model)
     knapsack = mem is not None and knapsack_size(model, mem) <= KNAPSACK_ENTRIES
     width = max(1, int(mem.room.max()).bit_length()) if mem is not None else 0
     levels = 0 if mem is None or knapsack else len(model.base) * width

@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..csr import offsets
 from ..instance import FORBIDDEN
 from ..knapsack import most_load
 from ..model import Model, reparametrise, usage_values
-from . import FormatError, Header, memory_units, one_value_each, open_out, v_lines
+from . import FormatError, Header, checked_units, one_value_each, open_out, v_lines
 from .text import Kinds
 
 #: token kinds: a hard clause's "h", a literal, a clause end, a soft clause's weight
@@ -80,7 +81,7 @@ class Clauses:
         if n <= 0:
             return
         lengths = np.diff(row_off) + 2
-        start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        start = offsets(lengths)[:-1]
         vals = np.zeros(int(lengths.sum()), dtype=np.int64)
         kinds = np.full(len(vals), LIT, dtype=np.int64)
         kinds[start] = HARD
@@ -176,7 +177,7 @@ def _weighted(clauses: Clauses, lits: np.ndarray, costs: np.ndarray) -> None:
 def _memory(model: Model, clauses: Clauses, ids: Ids, false: int) -> int:
     """The running sum of memory as adders, and the room checks; returns the
     number of adders."""
-    mem = memory_units(model)
+    mem = checked_units(model)
     if mem is None:
         return 0
     room = mem.room
@@ -220,7 +221,7 @@ def _memory(model: Model, clauses: Clauses, ids: Ids, false: int) -> int:
     if checks:
         lengths = np.array([len(c) for c in checks])
         flat = np.array([lit for c in checks for lit in c], dtype=np.int64)
-        clauses.add_rows(flat, np.concatenate([[0], np.cumsum(lengths)]))
+        clauses.add_rows(flat, offsets(lengths))
     return total
 
 
@@ -244,7 +245,7 @@ def _term_bits(model, units, width, clauses, ids, false) -> np.ndarray:
         clauses.add(np.column_stack([-x, fresh[owner]]))  # the value sets the bit
         # the bit needs such a value: -bit, then the term's values with the bit
         count = np.bincount(owner, minlength=len(terms))
-        row_off = np.concatenate([[0], np.cumsum(count + 1)])
+        row_off = offsets(count + 1)
         lits = np.empty(int(row_off[-1]), dtype=np.int64)
         lits[row_off[:-1]] = -fresh
         rest = np.ones(len(lits), dtype=bool)

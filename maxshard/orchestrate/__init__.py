@@ -2,7 +2,7 @@
 
 How a run flows, one file per job:
 
-- :mod:`.pipeline`: read → reduce → the plan's stages → :class:`Result`
+- :mod:`.pipeline`: read → reduce → the plan's stages → :class:`SolveResult`
   (what the CLI, the API and the workbench all call);
 - :mod:`.plan`: plans as data (the built-in ``default.toml`` and
   ``prove.toml``, or a user's file) and :class:`Budget`, which turns shares
@@ -17,21 +17,20 @@ How a run flows, one file per job:
 
 from .incumbent import Best
 from .loop import run_backends
-from .pipeline import Options, Result, Run, solve
+from .pipeline import Options, Run, SolveResult, solve
 from .plan import Plan, PlanError, Stage, built_in, load
-from .workers import available_cores, kill_workers
+from .workers import available_cores
 
 __all__ = [
     "Best",
     "Options",
     "Plan",
     "PlanError",
-    "Result",
+    "SolveResult",
     "Run",
     "Stage",
     "available_cores",
     "built_in",
-    "kill_workers",
     "load",
     "run_backends",
     "solve",

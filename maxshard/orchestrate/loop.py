@@ -33,7 +33,22 @@ from ..model import Model
 from . import workers as procs
 from .incumbent import UNPROVEN, Best
 from .plan import Budget
-from .workers import Job, Shared
+from .workers import (
+    STAMPED,
+    AtBarrier,
+    Bounded,
+    Busy,
+    ByWork,
+    Children,
+    Done,
+    Failed,
+    Found,
+    Go,
+    HandedOver,
+    Job,
+    Message,
+    Shared,
+)
 
 #: A deterministic stage whose unfinished workers have sent nothing and met at
 #: no barrier for this many seconds gives them up (the watchdog): far beyond
@@ -55,6 +70,7 @@ def run_backends(
     switch: float | None = None,
     carry: dict[str, object] | None = None,
     span: tuple[float, float, float] | None = None,
+    children: Children | None = None,
 ) -> dict[str, str]:
     """Run the backends of ``plan`` (up to ``workers`` at a time, the rest as
     workers free up) until the deadline.
@@ -70,7 +86,9 @@ def run_backends(
 
     ``span=(start, end, epoch)`` runs the stage deterministically, from
     ``start`` to ``end`` work units with a barrier every ``epoch`` units;
-    ``deadline`` is then only the clock's safety net.
+    ``deadline`` is then only the clock's safety net. The workers are the
+    run's ``children`` (a registry of its own if none is given), all killed
+    when the stage ends.
     """
     if model.nv == 0:  # presolve fixed every node: nothing left to search
         x = np.zeros(0, dtype=np.int64)
@@ -80,7 +98,7 @@ def run_backends(
             best.bound(evaluate(best.inst, only).cost, "presolve")
             best.proved("optimal")
         return {name: "not needed" for name in plan}
-    stage = StageRun(model, best, plan, seed, carry)
+    stage = StageRun(model, best, plan, seed, carry, children or Children())
     if span is not None:
         return stage.run_by_work(span, deadline, workers or procs.available_cores(), switch)
     return stage.run(deadline, workers or procs.available_cores(), switch)
@@ -96,8 +114,10 @@ class StageRun:
         plan: list[str],
         seed: int,
         carry: dict[str, object] | None,
+        children: Children,
     ) -> None:
         self.model, self.best, self.plan, self.seed, self.carry = model, best, plan, seed, carry
+        self.children = children
         # bounds are on the model's cost: the instance's only if memory was not scaled
         # and forbidden picks cost 10**18 (see Model.exact_memory, Model.forbidden_cost)
         self.proofs_hold = model.exact_memory and model.forbidden_cost == FORBIDDEN
@@ -112,13 +132,45 @@ class StageRun:
         self.before_switch = False  # each worker's best is noted until the switch
         # deterministic runs: reports held until the next barrier, keyed by (stamp,
         # worker place, arrival): arrival orders one worker's reports as it sent them
-        self.pending: list[tuple[float, int, int, str, Job, tuple]] = []
+        self.pending: list[tuple[float, int, int, Job, Message]] = []
         self.arrivals = itertools.count()
         self.by_work = False
+        self.handlers = {
+            Found: self.on_found, Bounded: self.on_bounded, HandedOver: self.on_handed_over,
+            Failed: self.on_failed, Done: self.on_done, AtBarrier: self.on_barrier,
+            Busy: self.on_busy,
+        }  # fmt: skip
 
     def peers(self, k: int) -> frozenset[str]:
         """What the workers of this stage other than the ``k``-th provide."""
         return frozenset().union(*(p for j, p in enumerate(self.provided) if j != k))
+
+    def start(
+        self, k: int, name: str, deadline: float, *, seed: int, by_work: ByWork | None,
+        inherited: object = None, previous: object = None, order: int | None = None,
+    ) -> None:  # fmt: skip
+        """Start backend ``name`` as the plan's ``k``-th (its peers are the
+        others; its place ``order``, by default ``k``), from the best answer so
+        far and the multipliers last handed over."""
+        job = self.children.start(
+            name, seed=seed, model=self.model, deadline=deadline, incumbent=self.best.model_x,
+            shared=self.shared, inherited=inherited, previous=previous, peers=self.peers(k),
+            by_work=by_work, order=k if order is None else order,
+            multipliers=self.multipliers(),
+        )  # fmt: skip
+        self.running.append(job)
+
+    def close(self, why: str) -> dict[str, str]:
+        """The stage's end: each unfinished worker's outcome is ``why`` (or what
+        stopped the stage early), and every worker is killed."""
+        if self.finished:
+            proved = self.best.status in ("optimal", "infeasible")
+            why = "stopped: " + ("proved" if proved else "gap reached")
+        for job in self.running:
+            if not job.finished:
+                self.outcome.setdefault(job.name, why)
+        self.children.kill()
+        return self.outcome
 
     def run(self, deadline: float, workers: int, switch: float | None) -> dict[str, str]:
         queue = list(enumerate(self.plan))
@@ -129,19 +181,8 @@ class StageRun:
                 while queue and len(self.running) < workers and time.monotonic() < deadline:
                     k, name = queue.pop(0)
                     inherited = (self.carry or {}).get(name)
-                    self.running.append(
-                        procs.start(
-                            name,
-                            self.seed + k,
-                            self.model,
-                            deadline,
-                            self.best.model_x,
-                            self.shared,
-                            inherited,
-                            peers=self.peers(k),
-                            multipliers=self.multipliers(),
-                        )  # fmt: skip
-                    )
+                    self.start(k, name, deadline, seed=self.seed + k, by_work=None,
+                               inherited=inherited)  # fmt: skip
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self.running:
                     break
@@ -154,13 +195,7 @@ class StageRun:
                     self.receive(next(j for j in self.running if j.conn is conn))
         finally:
             # a worker still running was stopped: by a proof, the gap reached, or the clock
-            why = "stopped at deadline"
-            if self.finished:
-                proved = self.best.status in ("optimal", "infeasible")
-                why = "stopped: " + ("proved" if proved else "gap reached")
-            for job in self.running:
-                self.outcome.setdefault(job.name, why)
-            procs.kill_workers()
+            self.close("stopped at deadline")
         return self.outcome
 
     # -- messages ------------------------------------------------------------------
@@ -171,29 +206,21 @@ class StageRun:
         except (EOFError, OSError):
             self.on_closed(job)
             return
-        kind = msg[0] if isinstance(msg, tuple) and msg else None
-        handler = {
-            "solution": self.on_solution,
-            "bound": self.on_bound,
-            "state": self.on_state,
-            "error": self.on_error,
-            "done": self.on_done,
-            "epoch": self.on_epoch,
-            "busy": self.on_busy,
-        }.get(kind)
+        handler = self.handlers.get(type(msg))
         if handler is None:
             self.best.log(f"backend {job.name} sent a message that means nothing; ignored")
             return
-        if self.by_work and kind in ("solution", "bound", "state", "done"):
-            self.hold(job, kind, msg[1:])
+        if self.by_work and isinstance(msg, STAMPED):
+            self.hold(job, msg)
         else:
-            self.dispatch(job, handler, kind, msg[1:])
+            self.dispatch(job, msg)
 
-    def dispatch(self, job: Job, handler, kind: str, args: tuple) -> None:
+    def dispatch(self, job: Job, msg: Message) -> None:
         try:
-            handler(job, *args)
+            self.handlers[type(msg)](job, msg)
         except (TypeError, ValueError, IndexError) as exc:
-            self.best.log(f"backend {job.name} sent a malformed {kind!r} message ({exc}); ignored")
+            kind = type(msg).__name__
+            self.best.log(f"backend {job.name} sent a malformed {kind} message ({exc}); ignored")
 
     def on_closed(self, job: Job) -> None:
         if not job.answered:  # died without a word: say so
@@ -205,23 +232,23 @@ class StageRun:
         else:
             self.running.remove(job)
 
-    def on_solution(self, job: Job, x: np.ndarray, at: float | None = None) -> None:
-        self.offer(job, x)
+    def on_found(self, job: Job, msg: Found) -> None:
+        self.offer(job, msg.x)
         self.finished = self.finished or self.best.done()
 
-    def on_bound(self, job: Job, value: int, at: float | None = None) -> None:
+    def on_bounded(self, job: Job, msg: Bounded) -> None:
         if not self.proofs_hold:
             return  # a bound on this model's scale says nothing of the instance's
-        self.best.bound(int(value), job.name)
+        self.best.bound(int(msg.value), job.name)
         if self.best.closed():
             self.best.proved("optimal")
         self.finished = self.finished or self.best.done()
 
-    def on_state(self, job: Job, state: object, at: float | None = None) -> None:
-        job.state = state
+    def on_handed_over(self, job: Job, msg: HandedOver) -> None:
+        job.state = msg.state
         if self.carry is not None:  # kept in the order last handed over (see multipliers)
             self.carry.pop(job.name, None)
-            self.carry[job.name] = state
+            self.carry[job.name] = msg.state
 
     def multipliers(self) -> np.ndarray | None:
         """The memory multipliers last handed over in the run by a backend that
@@ -234,16 +261,14 @@ class StageRun:
                 return np.asarray(state["lam"], dtype=np.float64)
         return None
 
-    def on_error(self, job: Job, detail: str) -> None:
+    def on_failed(self, job: Job, msg: Failed) -> None:
         job.answered = job.finished = True
-        self.outcome[job.name] = f"error: {detail}"
-        self.best.log(f"backend {job.name} failed: {detail}")
+        self.outcome[job.name] = f"error: {msg.detail}"
+        self.best.log(f"backend {job.name} failed: {msg.detail}")
 
-    def on_done(
-        self, job: Job, status: str, x: np.ndarray | None, bound: int | None, at: float = 0.0
-    ) -> None:
+    def on_done(self, job: Job, msg: Done) -> None:
         job.answered = True
-        best = self.best
+        best, status, x, bound = self.best, msg.status, msg.x, msg.bound
         if not self.model.exact_memory:  # proofs about the scaled model only
             status = UNPROVEN.get(status, status)
         self.outcome[job.name] = status
@@ -324,13 +349,7 @@ class StageRun:
                     self.heard_at = time.monotonic()
                     self.receive(listening[conn])
         finally:
-            if self.finished:
-                proved = self.best.status in ("optimal", "infeasible")
-                why = "stopped: " + ("proved" if proved else "gap reached")
-            for job in self.running:
-                if not job.finished:
-                    self.outcome.setdefault(job.name, why)
-            procs.kill_workers()
+            self.close(why)
         return self.outcome
 
     def passed(self, job: Job, k: int) -> bool:
@@ -344,50 +363,32 @@ class StageRun:
             self.workers
         ):
             k, name = self.queue.pop(0)
-            self.running.append(
-                procs.start(
-                    name,
-                    self.seed + k,
-                    self.model,
-                    self.end,
-                    self.best.model_x,
-                    self.shared,
-                    (self.carry or {}).get(name),
-                    peers=self.peers(k),
-                    det=(at, self.epoch),
-                    order=k,
-                    multipliers=self.multipliers(),
-                )  # fmt: skip
-            )
+            self.start(k, name, self.end, seed=self.seed + k, by_work=ByWork(at, self.epoch),
+                       inherited=(self.carry or {}).get(name))  # fmt: skip
 
-    def hold(self, job: Job, kind: str, args: tuple) -> None:
+    def hold(self, job: Job, msg: Message) -> None:
         """Keep a report until the next barrier; a result ends the worker now."""
         try:
-            at = float(args[-1])
-        except (TypeError, ValueError, IndexError):
+            at = float(msg.at)
+        except (TypeError, ValueError):
             at = None
-        if kind == "done":
+        if isinstance(msg, Done):
             job.answered = job.finished = True
             job.done_at = at if at is not None else -1.0
         if at is None:
-            self.best.log(f"backend {job.name} sent a {kind!r} message without its work; ignored")
+            kind = type(msg).__name__
+            self.best.log(f"backend {job.name} sent a {kind} message without its work; ignored")
             return
-        self.pending.append((at, job.order, next(self.arrivals), kind, job, args))
+        self.pending.append((at, job.order, next(self.arrivals), job, msg))
 
     def take_pending(self, before: float = math.inf) -> None:
         """The held reports stamped before ``before`` units, in the order of
         their stamps (then the workers' places): those later stay held."""
-        handlers = {
-            "solution": self.on_solution,
-            "bound": self.on_bound,
-            "state": self.on_state,
-            "done": self.on_done,
-        }
         now = sorted((p for p in self.pending if p[0] < before), key=lambda p: p[:3])
         self.pending = [p for p in self.pending if p[0] >= before]
-        for at, _, _, kind, job, args in now:
+        for at, _, _, job, msg in now:
             self.best.work = max(self.best.work or 0.0, at)
-            self.dispatch(job, handlers[kind], kind, args)
+            self.dispatch(job, msg)
 
     def merge(self) -> bool:
         """Every worker still going has reached the next barrier (or all ended):
@@ -414,11 +415,11 @@ class StageRun:
                 # a few bytes into a pipe its worker is reading: never blocks (workers.py)
                 job.waiting = False
                 with contextlib.suppress(OSError):  # it died meanwhile: its pipe says so
-                    job.replies.send(("go", changed))
+                    job.replies.send(Go(changed))
         return True
 
-    def on_epoch(self, job: Job, k: int) -> None:
-        job.arrived, job.waiting = int(k), True
+    def on_barrier(self, job: Job, msg: AtBarrier) -> None:
+        job.arrived, job.waiting = int(msg.k), True
 
     def silence_limit(self) -> float:
         """Seconds without a message or a merged barrier after which the silent
@@ -446,9 +447,9 @@ class StageRun:
             job.process.kill()
             job.conn.close()
 
-    def on_busy(self, job: Job, until: float) -> None:
+    def on_busy(self, job: Job, msg: Busy) -> None:
         # the worker skips the barriers before this one (work.reserved)
-        job.busy_to = work.first_barrier(float(until), self.epoch)
+        job.busy_to = work.first_barrier(float(msg.until), self.epoch)
 
     # -- the leader switch ---------------------------------------------------------
 
@@ -469,26 +470,12 @@ class StageRun:
             + ", ".join(f"{j.name} {j.best:.6g}" for j in going if j.best is not None)
         )
         k = self.plan.index(leader) if leader in self.plan else 0
-        det = None if at is None else (at, self.epoch)
+        by_work = None if at is None else ByWork(at, self.epoch)
         for n, job in enumerate([job for job in going if job.name != leader]):
-            procs.stop(job)
+            self.children.stop(job)
             self.running.remove(job)
             # (deterministic) what it sent past the switch may or may not have come
-            self.pending = [p for p in self.pending if p[4] is not job]
+            self.pending = [p for p in self.pending if p[3] is not job]
             best.log(f"{job.name} restarts as {leader}, which found the best so far")
-            self.running.append(
-                procs.start(
-                    leader,
-                    seed + n,
-                    self.model,
-                    deadline,
-                    best.model_x,
-                    self.shared,
-                    state,
-                    job.state,
-                    self.peers(k),
-                    det,
-                    job.order,
-                    self.multipliers(),
-                )  # fmt: skip
-            )
+            self.start(k, leader, deadline, seed=seed + n, by_work=by_work, inherited=state,
+                       previous=job.state, order=job.order)  # fmt: skip

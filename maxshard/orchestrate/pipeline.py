@@ -1,7 +1,7 @@
 """The solve pipeline: read → reduce → run the plan's stages → the result.
 
 The command line, the Python API and the workbench all solve through
-:class:`Run`, and all describe what came out with the one :class:`Result`
+:class:`Run`, and all describe what came out with the one :class:`SolveResult`
 (which is also the ``--out`` JSON).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..evaluate import all_min_usage
@@ -19,60 +19,10 @@ from ..model import Model
 from ..output import solution_line
 from .incumbent import Best, Log
 from .loop import run_backends
+from .options import EPOCH, Options, default_work
 from .plan import Budget, Facts, Plan, built_in
 from .presolve import presolve
-from .workers import available_cores, kill_workers
-
-
-@dataclass(frozen=True)
-class Options:
-    """How to solve: the plan (None: the built-in one, ``default`` or, with
-    ``prove``, ``prove``), the seed, the workers (None: the cores available),
-    the target gap, whether to presolve, and whether the backends start from
-    the least-usage solutions (off: a backend compared alone starts from
-    nothing, and only what it finds counts).
-
-    ``deterministic``: the stages advance by counted work, not seconds
-    (:mod:`maxshard.work`), so the answer depends only on the input, the seed,
-    the worker count and ``work``, the budget in work units over all workers
-    (None: :func:`default_work` of ``seconds``, the time given, and the plan
-    case's pace)."""
-
-    plan: Plan | None = None
-    prove: bool = False
-    seed: int = 0
-    workers: int | None = None
-    gap: float | None = None
-    presolve: bool = True
-    starts: bool = True
-    deterministic: bool = False
-    work: float | None = None
-    seconds: float | None = None
-
-    def budgeted(self, seconds: float) -> Options:
-        """These options with the worker count and the time given fixed (a
-        deterministic run without a work budget sizes it from ``seconds``,
-        the time the user gave, so that the budget depends on nothing else)."""
-        return replace(self, workers=self.workers or available_cores(), seconds=seconds)
-
-    def plan_name(self) -> str:
-        return self.plan.name if self.plan else ("prove" if self.prove else "default")
-
-
-#: Share of the time given that a deterministic run fills with work at its
-#: plan case's pace: the rest is for reading and presolve, the waits at the
-#: barriers and a busier machine (docs/history.md, *Deterministic budgets*).
-WORK_SHARE = 0.65
-#: Work units between two barriers (at most; fewer in a short run).
-EPOCH = 0.5
-
-
-def default_work(seconds: float, workers: int, pace: float) -> float:
-    """The work budget (units, over all workers) of a deterministic run given
-    ``seconds``, at ``pace`` units a worker counts per second (the plan case's,
-    itself chosen by the presolved model's size): a function of these numbers
-    alone (rounded to 0.01)."""
-    return round(WORK_SHARE * max(0.0, seconds) * workers * pace, 2)
+from .workers import Children, available_cores
 
 
 def plan_of(options: Options) -> Plan:
@@ -89,20 +39,23 @@ def solve(
     inst: Instance,
     deadline: float,
     best: Best,
-    options: Options = Options(),
+    options: Options | None = None,
     model: Model | None = None,
+    children: Children | None = None,
 ) -> dict[str, str]:
     """Presolve ``inst`` (unless ``model`` is given), run the plan's stages until
-    ``deadline``, keeping the best verified solution in ``best``. Returns each
-    backend's status in the last stage run."""
+    ``deadline``, keeping the best verified solution in ``best``; its child
+    processes are ``children``'s. Returns each backend's status in the last
+    stage run."""
     from ..reduce import Infeasible, memory_units
 
+    options = options if options is not None else Options()
     log = best.log
     if options.starts:
         best.offer(all_min_usage(inst), "min-usage start")
     try:
         if model is None:  # the plan's backends load meanwhile, once for all workers
-            model = presolve(inst, options.presolve, plan_of(options).backend_names())
+            model = presolve(inst, options.presolve, plan_of(options).backend_names(), children)
     except Infeasible as exc:
         if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
             best.proved("infeasible")
@@ -140,8 +93,9 @@ def solve(
         log(f"stage {k + 1}/{len(stages)} until {until}: {_stage_text(stage, names, workers)}")
         states = carry if stage.inherit else {}
         outcome = run_backends(
-            model, best, names, end, options.seed, workers, stage.switch, states, span
-        )
+            model, best, names, end, seed=options.seed, workers=workers, switch=stage.switch,
+            carry=states, span=span, children=children,
+        )  # fmt: skip
         if options.deterministic:  # when its work was spent, in seconds: see tools/stress.py
             log(f"stage {k + 1}/{len(stages)} ended at work {best.work or 0.0:.2f}")
         carry.update(states)
@@ -160,7 +114,7 @@ def _stage_text(stage, names: list[str], workers: int) -> str:
 
 
 @dataclass
-class Result:
+class SolveResult:
     """What a solve produced: the answer (one strategy per node, as the contest
     wants it), its checked cost, the proven bound and what proved it."""
 
@@ -212,6 +166,7 @@ class Run:
         self.inst: Instance | None = None
         self.best: Best | None = None
         self.outcome: dict[str, str] = {}
+        self.children = Children()  # its processes: killed on its way out
 
     def solve(
         self,
@@ -220,8 +175,8 @@ class Run:
         model: Model | None = None,
     ) -> None:
         """Read ``problem`` (a file, an instance, or a function that reads one)
-        and solve it until ``deadline``; the workers are killed on the way out
-        (reaped by the next :func:`kill_workers`, once the answer is out)."""
+        and solve it until ``deadline``; its child processes are killed on the
+        way out (reaped by :meth:`stop`, once the answer is out)."""
         from ..reader import read_instance
 
         completed, stopped = False, "stopped before its work budget was spent"
@@ -235,7 +190,7 @@ class Run:
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
             if self.options.deterministic:
                 self.best.work = 0.0
-            self.outcome = solve(self.inst, deadline, self.best, self.options, model)
+            self.outcome = solve(self.inst, deadline, self.best, self.options, model, self.children)
             completed = True
         except BaseException as exc:  # a signal, the deadline's alarm: what it has stands
             stopped = f"stopped by {exc or type(exc).__name__}"
@@ -243,12 +198,16 @@ class Run:
         finally:
             if self.best is not None and self.options.deterministic and not completed:
                 self.best.cut_short(stopped)  # never claim more than the run knows
-            kill_workers(reap=False)
+            self.children.kill(reap=False)
 
-    def result(self) -> Result:
+    def stop(self) -> None:
+        """Kill and reap every child process the run still has."""
+        self.children.kill()
+
+    def result(self) -> SolveResult:
         best, inst = self.best, self.inst
         ev = best.evaluation if best else None
-        return Result(
+        return SolveResult(
             solution=None
             if best is None or best.solution is None
             else [int(s) for s in best.solution],

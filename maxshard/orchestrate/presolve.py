@@ -25,12 +25,15 @@ from .. import registry
 from ..backend import BackendError, Preparable
 from ..instance import Instance
 from ..model import Model
-from .workers import track, untrack
+from .workers import Children
 
 
-def presolve(inst: Instance, passes: bool, backends: Iterable[str]) -> Model:
-    """``reduce(inst, passes=passes)``, computed in a child process while the
-    backends named in ``backends`` are loaded and prepared in this one.
+def presolve(
+    inst: Instance, passes: bool, backends: Iterable[str], children: Children | None = None
+) -> Model:
+    """``reduce(inst, passes=passes)``, computed in a child process (one of the
+    run's ``children``) while the backends named in ``backends`` are loaded
+    and prepared in this one.
     Raises what ``reduce`` raises (:class:`~maxshard.reduce.Infeasible`)."""
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
@@ -38,7 +41,8 @@ def presolve(inst: Instance, passes: bool, backends: Iterable[str]) -> Model:
     child = ctx.Process(target=_reduce_in_child, args=args, daemon=True)
     child.start()
     send.close()
-    track(child)  # and reaped with the workers
+    children = children if children is not None else Children()
+    children.track(child)  # and reaped with the workers
     try:
         prepare(backends, until=receive.poll)
         try:
@@ -51,7 +55,7 @@ def presolve(inst: Instance, passes: bool, backends: Iterable[str]) -> Model:
     finally:
         receive.close()
     child.join(timeout=1)  # it has sent the model, or died
-    untrack(child)
+    children.untrack(child)
     if kind == "error":
         raise value
     if kind == "model":

@@ -2,18 +2,8 @@
 through a pipe.
 
 A worker that hangs, crashes or ignores its deadline is killed, and whatever
-it reported before stays. Messages from a worker to the parent, each a tuple:
-
-- ``("solution", x, at)``: a model solution it found;
-- ``("bound", b, at)``: a proven lower bound on the model cost;
-- ``("state", s, at)``: its search state, handed over (:meth:`Context.hand_over`);
-- ``("epoch", k)``: (deterministic runs) it reached barrier ``k`` and waits
-  for the parent's answer on its second pipe: ``("go", changed)``, whether
-  the merged best changed (it then reads it from :class:`Shared` memory);
-- ``("busy", until)``: (deterministic runs) it starts a call charged until
-  ``until`` units: the barriers before that are merged without it;
-- ``("done", status, x, bound, at)``: its :class:`~maxshard.backend.Result`;
-- ``("error", text)``: it raised; the text says what.
+it reported before stays. A worker's messages to the parent are the records
+below (:data:`Message`); the parent's only message back is :class:`Go`.
 
 ``at`` is when the worker sent it: seconds, or work units in a deterministic
 run (:func:`maxshard.work.stamp`). The parent shares its best solution with
@@ -24,7 +14,7 @@ barriers (:mod:`maxshard.work`).
 **Why this cannot deadlock.** A worker's messages may be large (a solution,
 a search state of megabytes), so its send blocks until the parent reads; the
 parent reads whatever arrives whenever it waits. The parent never sends a
-payload: its only message, the barrier's ``("go", changed)``, is a few bytes,
+payload: its only message, the barrier's :class:`Go`, is a few bytes,
 sent once to a worker known to be waiting for it, into an otherwise empty
 pipe, so it never blocks. Two blocking sends can therefore never face each
 other. A worker waiting at a barrier checks every second that its parent is
@@ -55,6 +45,76 @@ WORKER_MARGIN = 0.15
 PARENT_CHECK = 1.0
 
 
+@dataclass(frozen=True)
+class Found:
+    """A model solution the worker found."""
+
+    x: np.ndarray
+    at: float
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A proven lower bound on the model cost."""
+
+    value: int
+    at: float
+
+
+@dataclass(frozen=True)
+class HandedOver:
+    """The worker's search state, handed over (:meth:`Context.hand_over`)."""
+
+    state: object
+    at: float
+
+
+@dataclass(frozen=True)
+class Done:
+    """The worker's :class:`~maxshard.backend.Result`: its last message."""
+
+    status: str
+    x: np.ndarray | None
+    bound: int | None
+    at: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The backend raised; ``detail`` says what. Its last message."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class AtBarrier:
+    """(Deterministic runs) it reached barrier ``k`` and waits for :class:`Go`."""
+
+    k: int
+
+
+@dataclass(frozen=True)
+class Busy:
+    """(Deterministic runs) it starts a call charged until ``until`` units: the
+    barriers before that are merged without it."""
+
+    until: float
+
+
+@dataclass(frozen=True)
+class Go:
+    """The parent's answer at a barrier: whether the merged best changed (the
+    worker then reads it from :class:`Shared` memory)."""
+
+    changed: bool
+
+
+#: What a worker sends the parent.
+Message = Found | Bounded | HandedOver | Done | Failed | AtBarrier | Busy
+#: The reports a deterministic stage holds until the next barrier (they carry ``at``).
+STAMPED = (Found, Bounded, HandedOver, Done)
+
+
 @dataclass
 class Job:
     name: str
@@ -73,42 +133,51 @@ class Job:
     busy_to: int = -1  # (deterministic) the first barrier it reaches after a charged call
 
 
-_LIVE: list[Job] = []  # workers to kill if the parent is interrupted
-_HELPERS: list[mp.process.BaseProcess] = []  # other children (presolve's), the same
+class Children:
+    """The child processes of one run: its workers (:class:`Job`) and its other
+    children (presolve's), so that the run can kill them all on its way out,
+    also when a signal stops it. Owned by the run (:class:`~.pipeline.Run`)."""
 
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+        self.helpers: list[mp.process.BaseProcess] = []
 
-def track(process: mp.process.BaseProcess) -> None:
-    """Have :func:`kill_workers` kill ``process`` too (a child that is no worker)."""
-    _HELPERS.append(process)
+    def track(self, process: mp.process.BaseProcess) -> None:
+        """Have :meth:`kill` kill ``process`` too (a child that is no worker)."""
+        self.helpers.append(process)
 
+    def untrack(self, process: mp.process.BaseProcess) -> None:
+        if process in self.helpers:
+            self.helpers.remove(process)
 
-def untrack(process: mp.process.BaseProcess) -> None:
-    if process in _HELPERS:
-        _HELPERS.remove(process)
+    def start(self, name: str, **given) -> Job:
+        """Fork a worker (:func:`start`, ``given`` its keywords) and keep it."""
+        job = start(name, **given)
+        self.jobs.append(job)
+        return job
 
+    def stop(self, job: Job) -> None:
+        """Kill one worker now (its pipe closed, no longer among the live ones)."""
+        job.process.kill()
+        job.process.join(timeout=1)
+        job.conn.close()
+        if job.replies is not None:
+            job.replies.close()
+        self.jobs.remove(job)
 
-def kill_workers(reap: bool = True) -> None:
-    """Kill every live worker; ``reap=False`` leaves waiting for them to a later
-    call (a run about to print its answer does not wait on a loaded machine)."""
-    processes = [job.process for job in _LIVE] + _HELPERS
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-    if reap:
+    def kill(self, reap: bool = True) -> None:
+        """Kill every live child; ``reap=False`` leaves waiting for them to a
+        later call (a run about to print its answer does not wait on a loaded
+        machine)."""
+        processes = [job.process for job in self.jobs] + self.helpers
         for process in processes:
-            process.join(timeout=1)
-        _LIVE.clear()
-        _HELPERS.clear()
-
-
-def stop(job: Job) -> None:
-    """Kill one worker now (its pipe closed, no longer among the live ones)."""
-    job.process.kill()
-    job.process.join(timeout=1)
-    job.conn.close()
-    if job.replies is not None:
-        job.replies.close()
-    _LIVE.remove(job)
+            if process.is_alive():
+                process.kill()
+        if reap:
+            for process in processes:
+                process.join(timeout=1)
+            self.jobs.clear()
+            self.helpers.clear()
 
 
 class Shared:
@@ -155,9 +224,9 @@ class WorkerContext(Context):
 
     def __call__(self, solution: np.ndarray | None = None, lower_bound: int | None = None) -> None:
         if solution is not None:
-            self.conn.send(("solution", solution, work.stamp()))
+            self.conn.send(Found(solution, work.stamp()))
         if lower_bound is not None:
-            self.conn.send(("bound", lower_bound, work.stamp()))
+            self.conn.send(Bounded(lower_bound, work.stamp()))
 
     def best(self) -> np.ndarray | None:
         if self.replies is not None:
@@ -167,22 +236,21 @@ class WorkerContext(Context):
         return x
 
     def busy(self, until: float) -> None:
-        self.conn.send(("busy", until))
+        self.conn.send(Busy(until))
 
     def barrier(self, k: int) -> None:
         """Reached barrier ``k``: tell the parent, wait for its go, and read the
         merged best if it changed. A parent gone (killed) ends the worker."""
-        self.conn.send(("epoch", k))
+        self.conn.send(AtBarrier(k))
         parent = os.getppid()
         while not self.replies.poll(PARENT_CHECK):
             if os.getppid() != parent:
                 os._exit(1)
-        _, changed = self.replies.recv()
-        if changed:
+        if self.replies.recv().changed:
             self.merged = self.shared.read(-1)[1]
 
     def hand_over(self, state: object) -> None:
-        self.conn.send(("state", state, work.stamp()))
+        self.conn.send(HandedOver(state, work.stamp()))
 
 
 def dump_stacks_on_request() -> None:
@@ -190,27 +258,39 @@ def dump_stacks_on_request() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
-def _worker(name, model, deadline, incumbent, seed, conn, shared, given, det) -> None:
+@dataclass(frozen=True)
+class ByWork:
+    """A deterministic worker's clock: it counts work from ``at`` units and
+    stops at every multiple of ``epoch`` for the parent's merged best."""
+
+    at: float
+    epoch: float
+
+
+def _worker(
+    name: str, *, model: Model, deadline: float, incumbent: np.ndarray | None, seed: int,
+    conn: Connection, shared: Shared, given: dict, by_work: ByWork | None,
+    replies: Connection | None,
+) -> None:  # fmt: skip
     dump_stacks_on_request()
     with stdout_to():
         try:
             backend = registry.load(name)
-            replies = det[2] if det else None
             ctx = WorkerContext(conn, shared, replies, **given)
-            if det:
-                work.start_deterministic(det[0], det[1], ctx.barrier, ctx.busy)
+            if by_work is not None:
+                work.start_deterministic(by_work.at, by_work.epoch, ctx.barrier, ctx.busy)
             result = backend.solve(model, deadline, incumbent, ctx, seed)
-            done = (result.status.value, result.solution, result.lower_bound, work.stamp())
-            conn.send(("done", *done))
+            conn.send(Done(result.status.value, result.solution, result.lower_bound, work.stamp()))
         except BaseException as exc:  # reported to the parent, which keeps going
             detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            conn.send(("error", detail))
+            conn.send(Failed(detail))
         finally:
             conn.close()
 
 
 def start(
     name: str,
+    *,
     seed: int,
     model: Model,
     deadline: float,
@@ -219,35 +299,34 @@ def start(
     inherited: object = None,
     previous: object = None,
     peers: frozenset[str] = frozenset(),
-    det: tuple[float, float] | None = None,
+    by_work: ByWork | None = None,
     order: int = 0,
     multipliers: np.ndarray | None = None,
 ) -> Job:
     """Fork a worker running backend ``name`` until ``deadline`` (less the margin).
 
-    ``det=(at, epoch)`` makes it a deterministic worker: its clock counts work
-    from ``at`` units, ``deadline`` is in work units, and it stops at every
-    multiple of ``epoch`` for the parent's merged best."""
+    ``by_work`` makes it a deterministic worker: ``deadline`` is then in work
+    units (:class:`ByWork`)."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     given = {"inherited": inherited, "previous": previous, "peers": peers,
              "multipliers": multipliers}  # fmt: skip
     replies = answer = None
     limit = deadline - WORKER_MARGIN
-    if det:
+    if by_work is not None:
         replies, answer = ctx.Pipe(duplex=False)  # the child reads, the parent answers
         limit = deadline  # work units: no margin needed
-        det = (det[0], det[1], replies)
-    args = (name, model, limit, incumbent, seed, child, shared, given, det)
-    proc = ctx.Process(target=_worker, args=args, daemon=True)
+    kwargs = {"model": model, "deadline": limit, "incumbent": incumbent, "seed": seed,
+              "conn": child, "shared": shared, "given": given, "by_work": by_work,
+              "replies": replies}  # fmt: skip
+    proc = ctx.Process(target=_worker, args=(name,), kwargs=kwargs, daemon=True)
     proc.start()
     child.close()
     if replies is not None:
         replies.close()
     job = Job(name, seed, proc, parent, order=order, replies=answer)
-    if det:
-        job.arrived = work.last_barrier(det[0], det[1])
-    _LIVE.append(job)
+    if by_work is not None:
+        job.arrived = work.last_barrier(by_work.at, by_work.epoch)
     return job
 
 

@@ -1,9 +1,9 @@
 """Presolve: shrink an instance into a :class:`~maxshard.model.Model`.
 
 Like SCIP's presolvers, each pass is its own small function, in its own module,
-behind one interface: ``pass(work) -> number of changes``, on :class:`Work`
+behind one interface: ``pass(work) -> number of changes``, on :class:`Draft`
 (``work.py``), an editable per-variable form. The passes run to a fixpoint;
-:meth:`Work.to_model` then packs the result into flat arrays. Every pass keeps
+:meth:`Draft.to_model` then packs the result into flat arrays. Every pass keeps
 this invariant: for every solution ``x`` of the reduced model with no
 forbidden pick, ``evaluate(reconstruct(x)).cost == model.cost(x)``, and the
 best clean solution of the original survives.
@@ -51,23 +51,23 @@ from ..model import Model
 from ..nogc import paused
 from .degree2 import eliminate_degree2
 from .dominated import prune_dominated
-from .fold import fold_fixed, fold_isolated, fold_leaves, fold_separable, merge_functional
-from .forbidden import prune_forbidden
-from .memory import normalize_memory, prune_memory
-from .points import prune_points
-from .work import (
+from .draft import (
+    Draft,
     Infeasible,
     NoCleanSolution,
-    Work,
     forbidden_free_values,
     lexicographic_cost,
     memory_units,
 )
+from .fold import fold_fixed, fold_isolated, fold_leaves, fold_separable, merge_functional
+from .forbidden import prune_forbidden
+from .memory import normalize_memory, prune_memory
+from .points import prune_points
 
 __all__ = [
     "Infeasible",
     "NoCleanSolution",
-    "Work",
+    "Draft",
     "forbidden_free_values",
     "lexicographic_cost",
     "memory_units",
@@ -77,7 +77,7 @@ __all__ = [
 
 PassLog = Callable[[str, dict[str, int], float], None]
 #: A pass changes the work in place and returns how many changes it made.
-Pass = Callable[[Work], int]
+Pass = Callable[[Draft], int]
 
 #: The passes in the order they are repeated until none changes anything.
 PASSES: tuple[Pass, ...] = (
@@ -120,7 +120,7 @@ def reduce(
 
 def _run(inst: Instance, passes: tuple[Pass, ...], log: PassLog | None, max_rounds: int) -> Model:
     start = time.perf_counter()
-    work = Work(inst, clean=prune_forbidden in passes)
+    work = Draft(inst, clean=prune_forbidden in passes)
     if log:
         log("read", work.stats(), time.perf_counter() - start)
     for _ in range(max_rounds):
@@ -131,7 +131,7 @@ def _run(inst: Instance, passes: tuple[Pass, ...], log: PassLog | None, max_roun
     return work.to_model()
 
 
-def _run_passes(work: Work, passes: tuple[Pass, ...], log: PassLog | None) -> int:
+def _run_passes(work: Draft, passes: tuple[Pass, ...], log: PassLog | None) -> int:
     changed = 0
     for run in passes:
         start = time.perf_counter()

@@ -12,7 +12,7 @@ tables at once, the forest is grown edge by edge (a union-find keeps it one),
 each node's map from its root's values is composed down the tree, and costs
 are gathered onto the roots: node costs and the tables inside a tree become
 costs of the root's values, tables between trees become tables between roots.
-:class:`~maxshard.reduce.work.Work` starts from the roots. Measured on A: 34,932
+:class:`~maxshard.reduce.draft.Draft` starts from the roots. Measured on A: 34,932
 nodes to 290 roots; on P: 65,335 to 201 (the same folds one at a time, in
 ``merge_functional``, took 1.7 and 2.2 s).
 """
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..csr import offsets, ranks, split
 from ..instance import FORBIDDEN, Instance
-from ..model import offsets, ranks, saturating_sum, split, table_slots
+from ..model import saturating_sum, table_slots
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Forest:
 def collapse(inst: Instance, alive: np.ndarray) -> Forest:
     """The functional forest of ``inst`` over the strategies ``alive`` (which must
     be arc consistent: every live strategy has a live, allowed partner on each edge,
-    see :func:`~maxshard.reduce.work.forbidden_free_values`)."""
+    see :func:`~maxshard.reduce.draft.forbidden_free_values`)."""
     n = inst.n
     funcs = _functions(inst, alive)
     parent, via = _forest(n, inst, funcs)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import Elimination, saturate
-from .work import Work
+from .draft import Draft
 
 #: Largest (left x middle x right) cost cube a degree-2 elimination builds.
 ELIMINATION_WORK = 4_000_000
 
 
-def eliminate_degree2(work: Work) -> int:
+def eliminate_degree2(work: Draft) -> int:
     """Eliminate a variable with two neighbours and no memory term: the table
     between the neighbours gets, for each pair of their values, the best
     cost through it (PBQP's R2 reduction)."""
@@ -46,7 +46,7 @@ def eliminate_degree2(work: Work) -> int:
     return eliminated
 
 
-def _virtual_node(work: Work, v: int) -> int:
+def _virtual_node(work: Draft, v: int) -> int:
     """A new node that follows ``v``'s current value through later folds."""
     i = len(work.node_map)
     work.node_map.append(np.arange(len(work.unary[v])))

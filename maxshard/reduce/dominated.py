@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .work import Work
+from .draft import Draft
 
 #: Largest pairwise comparison (values^2 x features) the dominance test makes.
 DOMINANCE_WORK = 4_000_000
 
 
-def prune_dominated(work: Work) -> int:
+def prune_dominated(work: Draft) -> int:
     """Drop value ``b`` when another value ``a`` is no worse anywhere: unary
     cost, usage in every memory term and every entry of every incident
     table. Switching ``b`` to ``a`` then never costs more nor uses more
@@ -46,7 +46,7 @@ def prune_dominated(work: Work) -> int:
     return removed
 
 
-def _prune_alone(work: Work, alone: list[int]) -> int:
+def _prune_alone(work: Draft, alone: list[int]) -> int:
     """The same test for variables whose only features are their cost and their
     usage in one memory term, vectorised over all of them: sorted by cost, then
     usage, then index, a value is dominated exactly when an earlier value of its

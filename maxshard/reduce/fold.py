@@ -10,10 +10,10 @@ import numpy as np
 
 from ..instance import FORBIDDEN
 from ..model import saturate
-from .work import Work
+from .draft import Draft
 
 
-def fold_fixed(work: Work) -> int:
+def fold_fixed(work: Draft) -> int:
     """Single-value variables become constants."""
     fixed = [v for v in work.live_vars() if len(work.unary[v]) == 1]
     for v in fixed:
@@ -21,7 +21,7 @@ def fold_fixed(work: Work) -> int:
     return len(fixed)
 
 
-def fold_isolated(work: Work) -> int:
+def fold_isolated(work: Draft) -> int:
     """A variable with no edge and no memory term simply takes its cheapest value."""
     isolated = [v for v in work.live_vars() if not work.nbrs[v] and not work.terms[v]]
     for v in isolated:
@@ -32,7 +32,7 @@ def fold_isolated(work: Work) -> int:
     return len(isolated)
 
 
-def fold_leaves(work: Work) -> int:
+def fold_leaves(work: Draft) -> int:
     """Eliminate a variable with one neighbour and no memory term: for each value
     of the neighbour its best value is known, so it is a function of it."""
     folded = 0
@@ -46,7 +46,7 @@ def fold_leaves(work: Work) -> int:
     return folded
 
 
-def merge_functional(work: Work) -> int:
+def merge_functional(work: Draft) -> int:
     """Where an edge's allowed pairs give ``v`` one value per value of ``u``, fold
     ``v`` into ``u`` (or the other way round); ``collapse.py`` did the same in
     bulk on reading, this catches the edges later passes make functional."""
@@ -71,7 +71,7 @@ def merge_functional(work: Work) -> int:
     return merged
 
 
-def fold_separable(work: Work) -> int:
+def fold_separable(work: Draft) -> int:
     """Fold tables of the form row[a] + col[b] (all-zero ones included) into unaries."""
     folded = 0
     for u, v in work.touched_edges():

@@ -1,7 +1,7 @@
 """Arc consistency on forbidden (10^18) costs.
 
 The first sweep runs on the flat instance, over all table entries at once
-(:func:`~maxshard.reduce.work.forbidden_free_values`); this pass keeps the
+(:func:`~maxshard.reduce.draft.forbidden_free_values`); this pass keeps the
 consistency as other passes merge and shrink tables."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..instance import FORBIDDEN
-from .work import NoCleanSolution, Work, largest
+from .draft import Draft, NoCleanSolution, largest
 
 
-def prune_forbidden(work: Work) -> int:
+def prune_forbidden(work: Draft) -> int:
     """Arc consistency: drop values that force a forbidden cost.
 
     Only tables queued since the last sweep are looked at: new or merged
@@ -36,7 +36,7 @@ def prune_forbidden(work: Work) -> int:
     return removed
 
 
-def _keep(work: Work, v: int, keep: np.ndarray) -> int:
+def _keep(work: Draft, v: int, keep: np.ndarray) -> int:
     if not keep.any():
         node = work.nodes_of[v][0]
         raise NoCleanSolution(f"node {node} has no value without a forbidden cost")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .work import Infeasible, Work
+from .draft import Draft, Infeasible
 
 
-def normalize_memory(work: Work) -> int:
+def normalize_memory(work: Draft) -> int:
     """Move each term's minimum usage into the fixed load; drop constant terms."""
     owners, lo, hi, off, usage = work.flat_terms()
     if not owners:
@@ -32,7 +32,7 @@ def normalize_memory(work: Work) -> int:
     return len(changed_terms)
 
 
-def prune_memory(work: Work) -> int:
+def prune_memory(work: Draft) -> int:
     """Drop values whose extra usage exceeds the slack over the fixed load."""
     if work.limit is None or not len(work.base):
         return 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import offsets
-from .work import Work, profile
+from ..csr import offsets
+from .draft import Draft, profile
 
 
-def prune_points(work: Work) -> int:
+def prune_points(work: Draft) -> int:
     """Drop time point ``p`` when another point ``q`` lies inside every memory
     term covering ``p`` and has at least its fixed load: the check at ``q``
     implies the one at ``p``. Ties go to the later point, so every dropped

@@ -34,8 +34,8 @@ from torch.distributed.tensor._op_schema import OpSpec, OpStrategy
 from torch.distributed.tensor.placement_types import Shard
 from torch.utils.flop_counter import flop_registry
 
+from ..csr import offsets
 from ..instance import FORBIDDEN, Instance
-from ..model import offsets
 from .strategies import output_specs, tensor_inputs
 
 aten = torch.ops.aten

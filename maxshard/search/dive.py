@@ -34,7 +34,7 @@ from .. import work
 from ..bound import Diffusion
 from ..instance import FORBIDDEN
 from ..model import Model, segment_argmin
-from . import local_kernels as kernels
+from . import kernels
 from .local import Search
 
 #: diffusion sweeps per round (each ~10 ms on S's 2.7 million table entries)

@@ -1,13 +1,13 @@
 """The editable form presolve works on, and what every pass shares.
 
-:class:`Work` holds the model being reduced as per-variable arrays (values'
+:class:`Draft` holds the model being reduced as per-variable arrays (values'
 unary costs, memory terms, the nodes folded into each variable and how they
 follow its value) and a dict of edge tables. Passes (the other modules of this
 package) change it only through its primitive edits (``restrict``, ``fold``,
 ``fix``, ``add_table``, ``drop_edge``, ``kill``), which keep the bookkeeping
 right: which variables changed (the next round looks only at those), which
 tables arc consistency must look at again, and how each original node's
-strategy follows. :meth:`Work.to_model` packs the result into flat arrays.
+strategy follows. :meth:`Draft.to_model` packs the result into flat arrays.
 """
 
 from __future__ import annotations
@@ -16,17 +16,9 @@ from itertools import chain
 
 import numpy as np
 
+from ..csr import offsets, ranks, split
 from ..instance import FORBIDDEN, Instance
-from ..model import (
-    Elimination,
-    Model,
-    kept_points,
-    offsets,
-    ranks,
-    saturate,
-    split,
-    table_slots,
-)
+from ..model import Elimination, Model, kept_points, saturate, table_slots
 from .collapse import collapse, cross_tables
 
 
@@ -38,7 +30,7 @@ class NoCleanSolution(Exception):
     """Every assignment picks a forbidden cost."""
 
 
-class Work:
+class Draft:
     """Editable model: lists of per-variable arrays and a dict of edge tables."""
 
     def __init__(self, inst: Instance, clean: bool = False) -> None:

@@ -28,7 +28,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..model import Model, grouped
+from ..csr import grouped
+from ..model import Model
 
 
 class Graph(NamedTuple):

@@ -19,8 +19,8 @@ variables and more.
 
 Memory is priced, not posted (a cost per value added to the unary costs, the
 caller's), so the answer may not fit: :mod:`.lns` repairs it as it does its
-other priced moves. Costs are float64 here as in :mod:`.local_kernels`
-(whose :class:`~.local_kernels.Graph` this reads); callers re-cost exactly.
+other priced moves. Costs are float64 here as in :mod:`.kernels`
+(whose :class:`~.kernels.Graph` this reads); callers re-cost exactly.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .local_kernels import Graph
+from .kernels import Graph
 
 
 class Trees:
@@ -59,7 +59,7 @@ class Trees:
         give it its best assignment with the rest fixed as in ``x``, unary
         costs raised by ``pen`` (float64 per value): (the tree's variables,
         their best values, that assignment's priced cost, ``x``'s on the same
-        terms). Draws from numba's generator (:func:`.local_kernels.seed`)."""
+        terms). Draws from numba's generator (:func:`.kernels.seed`)."""
         n = grow(self.g, root, size, self.inside, self.order, self.parent, self.slot)
         new, current = solve(
             self.g, x, pen, n, self.inside, self.order, self.parent, self.slot,

@@ -1,0 +1,11 @@
+"""The search machinery the backends share (not backends themselves).
+
+- :mod:`.toulbar2`: the toulbar2 driver; every toulbar2 problem is built and
+  solved through it (fork, pipe, limits, work counting).
+- :mod:`.kernels` and :mod:`.local`: the compiled local search and its engine,
+  :class:`~.local.Search`.
+- :mod:`.tree`: exact dynamic programming over induced trees.
+- :mod:`.dive`: the fast Lagrangian rounds on the local search's kernels.
+- :mod:`.neighbourhood`: ``lns``'s neighbourhoods and their solves.
+- :mod:`.multipliers`: prices on memory and the relaxed solve under them.
+"""

@@ -1,0 +1,123 @@
+"""Presolve in a child process while the backends are prepared in this one."""
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from maxshard.evaluate import evaluate
+from maxshard.reduce import reduce
+
+from .conftest import generated
+from .fakes import PREPARED
+
+BIN = Path(sys.executable).parent
+
+
+# --- presolve in a child process, the backends prepared meanwhile ----------
+
+
+def same_model(a, b) -> bool:
+    fields = vars(a)
+    return (
+        fields.keys() == vars(b).keys()
+        and all(
+            np.array_equal(v, vars(b)[k]) if isinstance(v, np.ndarray) else v == vars(b)[k]
+            for k, v in fields.items()
+            if k != "eliminations"
+        )
+        and len(a.eliminations) == len(b.eliminations)
+    )
+
+
+def test_presolve_runs_in_a_child_while_the_backends_are_prepared_here(
+    tmp_path, monkeypatch, fake_plugins
+):
+    import os
+
+    import maxshard.reduce as reduce_module
+    from maxshard.orchestrate import presolve as module
+    from maxshard.orchestrate.presolve import presolve
+
+    pids = tmp_path / "reduced-in"
+    real_reduce = reduce_module.reduce
+
+    def recording(inst, **kw):
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(0.5)  # longer than preparing, as on the large models
+        return real_reduce(inst, **kw)
+
+    monkeypatch.setattr(reduce_module, "reduce", recording)
+    PREPARED.clear()
+    inst = generated(tmp_path, 7, nodes=60, tightness=0.3, forbidden=0.0, functional=0.0)
+    model = presolve(inst, True, ["preparer", "badpreparer", "missing", "hang"])
+    # a broken plugin or one that cannot load leaves the run standing
+    assert [os.getpid()] == PREPARED
+    reduced_in = [int(p) for p in pids.read_text().split()]
+    assert len(reduced_in) == 1 and reduced_in[0] != os.getpid()
+    assert same_model(model, real_reduce(inst))
+    x = model.min_usage_solution()
+    assert evaluate(inst, model.reconstruct(x)).cost == model.cost(x)
+    # preparing stops once presolve has answered: the workers load the rest
+    PREPARED.clear()
+    module.prepare(["preparer"], until=lambda: True)
+    assert PREPARED == []
+    answered = iter([False, True])  # presolve answers while "preparer" loads
+    module.prepare(["preparer"], until=lambda: next(answered))
+    assert PREPARED == []
+
+
+def test_presolve_falls_back_to_this_process_when_its_child_dies(tmp_path, monkeypatch):
+    import os
+
+    from maxshard.orchestrate import presolve as module
+
+    monkeypatch.setattr(module, "_reduce_in_child", lambda *args: os._exit(3))
+    inst = generated(tmp_path, 8, nodes=40, tightness=0.3)
+    assert same_model(module.presolve(inst, True, []), reduce(inst))
+    assert same_model(module.presolve(inst, False, []), reduce(inst, passes=False))
+
+
+def test_presolve_in_a_child_raises_what_reduce_raises(tmp_path):
+    from maxshard.orchestrate.presolve import presolve
+    from maxshard.reduce import Infeasible
+
+    inst = generated(tmp_path, 1, nodes=5, tightness=0.0)
+    object.__setattr__(inst, "usage_limit", 0)
+    needs = [inst.usage[inst.strat_off[i] : inst.strat_off[i + 1]].min() for i in range(inst.n)]
+    assert max(u for u, lo, hi in zip(needs, inst.lo, inst.hi, strict=True) if lo < hi) > 0
+    with pytest.raises(Infeasible, match="exceeds the limit|fits in memory"):
+        presolve(inst, True, [])
+
+
+@pytest.mark.wallclock
+def test_an_interrupted_presolve_kills_its_child_at_once(tmp_path, monkeypatch):
+    """A signal while the child presolves: the run goes on to its answer at
+    once, and the child is killed (not left presolving, nor waited for)."""
+    import maxshard.reduce as reduce_module
+    from maxshard.orchestrate import presolve as module
+    from maxshard.orchestrate.workers import Children
+
+    class Stop(BaseException):
+        pass
+
+    def interrupted(names, until):
+        raise Stop
+
+    monkeypatch.setattr(reduce_module, "reduce", lambda inst, **kw: time.sleep(60))
+    monkeypatch.setattr(module, "prepare", interrupted)
+    inst = generated(tmp_path, 9, nodes=20)
+    start = time.monotonic()
+    children = Children()
+    with pytest.raises(Stop):
+        module.presolve(inst, True, [], children)
+    assert time.monotonic() - start < 0.5
+    (child,) = children.helpers
+    child.join(timeout=2)
+    assert child.exitcode == -signal.SIGKILL
+    children.kill()
+    assert not children.helpers
