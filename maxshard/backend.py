@@ -181,6 +181,14 @@ class Context:
         return what in self.peers
 
 
+def empty_answer(model: Model) -> Result | None:
+    """The answer to a model presolve emptied (no variable left), else None:
+    nothing to search (the orchestrator never asks a backend, direct callers may)."""
+    if model.nv:
+        return None
+    return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
+
+
 def context(report: Report) -> Context:
     """``report`` as a :class:`Context` (a plain callable: one with no peers)."""
     return report if isinstance(report, Context) else Context(report)

@@ -68,13 +68,13 @@ import numpy as np
 
 from .. import work
 from ..ascent import state_of
-from ..backend import Capabilities, Report, Result, Status, context
+from ..backend import Capabilities, Context, Report, Result, Status, context
 from ..bound import floor_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model
-from ..search import toulbar2
+from ..search import load as search_load
 from ..search.dive import Rounding
-from ..search.local import Search, warm_up
+from ..search.local import Search
 from ..search.multipliers import Multipliers, TermWeights, solve_penalised, whole
 
 #: MAXSHARD_DEBUG=1 traces every round on stderr (relaxed value, overloaded points, step).
@@ -120,8 +120,7 @@ class Lagrange:
     # beat the spread between seeds.
 
     def prepare(self) -> None:
-        warm_up()
-        toulbar2.load()
+        search_load()
 
     def solve(
         self,
@@ -141,16 +140,7 @@ class Lagrange:
             return Result(Status.FEASIBLE, best_x)
 
         ctx = context(report)
-        prices = self.prices(model, best_cost, ascent=not ctx.peer_provides("ascent"))
-        # a copy restarted at the leader switch goes on from the leader's prices
-        warm = ctx.inherited
-        if warm is not None:
-            prices.restore(warm)
-        # a worker restarted as the other loop goes on with its own ascent:
-        # the bound it had climbed to is not lost at the switch
-        previous = ctx.previous
-        if isinstance(previous, dict) and "ascent" in previous and prices.ascent is not None:
-            prices.ascent.restore(previous["ascent"])
+        prices, warm = self._start_prices(model, best_cost, ctx)
         best_bound: int | None = None
 
         def improve_bound(bound: int | None) -> bool:
@@ -161,17 +151,9 @@ class Lagrange:
                 report(lower_bound=bound)
             return best_bound is not None and best_bound >= best_cost
 
-        # a short run dives all the way (a copy restarted at the switch too, from
-        # the leader's prices), a long one first, unless it has the leader's prices
-        left = deadline - work.now()
-        if prices.dives and (left <= self.dive_all or warm is None):
-            end = deadline if left <= self.dive_all else work.now() + self.dive_max
-            span, (shortest, longest) = end - work.now(), self.dive_climb_spans
-            # the original loop's dive to the deadline ends climbing (not a copy's)
-            climbs = end == deadline and warm is None and prices.ascent is not None
-            climb = 0.0
-            if climbs and shortest <= span <= longest:
-                climb = min(self.dive_climb, self.dive_climb_share * span)
+        diving = self._dive_span(prices, warm, deadline)
+        if diving is not None:
+            end, climb = diving
             best_x, best_cost = self.dive(
                 model, prices, search, best_x, end, report, improve_bound, climb
             )
@@ -214,6 +196,42 @@ class Lagrange:
                     file=sys.stderr,
                 )
         return Result(Status.FEASIBLE, best_x, best_bound)
+
+    def _start_prices(
+        self, model: Model, cost: int, ctx: Context
+    ) -> tuple[Multipliers | TermWeights, object]:
+        """The loop's prices for a model whose first solution costs ``cost``,
+        and the leader's state it was restarted from at the switch (or None)."""
+        prices = self.prices(model, cost, ascent=not ctx.peer_provides("ascent"))
+        # a copy restarted at the leader switch goes on from the leader's prices
+        warm = ctx.inherited
+        if warm is not None:
+            prices.restore(warm)
+        # a worker restarted as the other loop goes on with its own ascent:
+        # the bound it had climbed to is not lost at the switch
+        previous = ctx.previous
+        if isinstance(previous, dict) and "ascent" in previous and prices.ascent is not None:
+            prices.ascent.restore(previous["ascent"])
+        return prices, warm
+
+    def _dive_span(
+        self, prices: Multipliers | TermWeights, warm: object, deadline: float
+    ) -> tuple[float, float] | None:
+        """(its end, the seconds it ends climbing) of the dive the loop starts
+        with, or None. A short run dives all the way (a copy restarted at the
+        switch too, from the leader's prices), a long one first, unless it has
+        the leader's prices."""
+        left = deadline - work.now()
+        if not (prices.dives and (left <= self.dive_all or warm is None)):
+            return None
+        end = deadline if left <= self.dive_all else work.now() + self.dive_max
+        span, (shortest, longest) = end - work.now(), self.dive_climb_spans
+        # the original loop's dive to the deadline ends climbing (not a copy's)
+        climbs = end == deadline and warm is None and prices.ascent is not None
+        climb = 0.0
+        if climbs and shortest <= span <= longest:
+            climb = min(self.dive_climb, self.dive_climb_share * span)
+        return end, climb
 
     def dive(
         self,

@@ -47,14 +47,14 @@ import sys
 import numpy as np
 
 from .. import work
-from ..backend import Capabilities, Report, Result, Status, context
+from ..backend import Capabilities, Report, Result, Status, context, empty_answer
 from ..model import (
     Model,
     penalties,
     term_penalties,
 )
-from ..search import toulbar2
-from ..search.local import Search, warm_up
+from ..search import load as search_load
+from ..search.local import Search
 from ..search.multipliers import whole
 from ..search.neighbourhood import TAIL, Adjacency, improve, priced, tree_priced
 from ..search.tree import Trees
@@ -95,8 +95,7 @@ class LNS:
     tree_size = 2000
 
     def prepare(self) -> None:
-        warm_up()
-        toulbar2.load()
+        search_load()
 
     def solve(
         self,
@@ -106,8 +105,8 @@ class LNS:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        if model.nv == 0:  # nothing to search (the orchestrator never asks, direct callers may)
-            return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
+        if (empty := empty_answer(model)) is not None:
+            return empty
         rng = np.random.default_rng(seed)
         x = incumbent if incumbent is not None else model.min_usage_solution()
         if not model.fits(x):

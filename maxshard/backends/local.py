@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status, context
+from ..backend import Capabilities, Report, Result, Status, context, empty_answer
 from ..model import Model
 from ..search.local import Search, warm_up
 
@@ -46,8 +46,8 @@ class LocalSearch:
         report: Report,
         seed: int = 0,
     ) -> Result:
-        if model.nv == 0:  # nothing to search (the orchestrator never asks, direct callers may)
-            return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
+        if (empty := empty_answer(model)) is not None:
+            return empty
         search = Search(model, seed)
         start = incumbent if incumbent is not None else model.min_usage_solution()
         if not search.reset(start):

@@ -9,3 +9,13 @@
 - :mod:`.neighbourhood`: ``lns``'s neighbourhoods and their solves.
 - :mod:`.multipliers`: prices on memory and the relaxed solve under them.
 """
+
+
+def load() -> None:
+    """Load the compiled kernels and toulbar2 into this process: what a backend
+    that searches with both prepares (before the run forks its workers)."""
+    from . import toulbar2
+    from .local import warm_up
+
+    warm_up()
+    toulbar2.load()
