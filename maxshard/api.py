@@ -49,7 +49,7 @@ def solve(
     ``log``: a callable given each progress line; ``deterministic``: count work
     instead of reading the clock (the same answer for the same input, seed,
     workers and ``work``, the budget in work units over all workers; default:
-    :func:`~maxshard.orchestrate.pipeline.default_work`, ``timeout`` at the
+    :func:`~maxshard.orchestrate.options.default_work`, ``timeout`` at the
     plan case's pace), ``timeout`` still holding."""
     start = time.monotonic()
     options = options_for(

@@ -16,7 +16,7 @@ price per unit of usage, set one of two ways (backends ``lagrange`` and
   between a weight at which its range overflowed and one at which it fitted,
   like the contest winner's per-node weights.
 
-The multiplier loop first *dives* (:mod:`.dive`): rounds whose relaxed
+The multiplier loop first *dives* (:mod:`maxshard.search.dive`): rounds whose relaxed
 problem is solved roughly and fast (diffusion, rounding, a memory-free
 descent; 0.1-0.4 s each on the large benchmarks), for its whole time when it
 has at most :attr:`Lagrange.dive_all` seconds (a compiler's budget, a tenth
@@ -244,7 +244,7 @@ class Lagrange:
         improve_bound: Callable[[int | None], bool],
         climb: float = 0.0,
     ) -> tuple[np.ndarray, int]:
-        """Fast rounds (:mod:`.dive`) until ``end``: the relaxed problem solved
+        """Fast rounds (:mod:`maxshard.search.dive`) until ``end``: the relaxed problem solved
         roughly, its solution repaired and descended, the multipliers stepped;
         the last ``climb`` seconds climb the dual ascent from the messages of
         the round that bounded highest (see :attr:`dive_climb`).

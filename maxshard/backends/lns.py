@@ -18,7 +18,7 @@ toulbar2 find the best assignment of the neighbourhood, in one of two ways:
   and its variables alone overflow memory, so no exact neighbourhood that
   holds them can make it. Half the priced moves free an induced tree of up
   to a few thousand variables instead and solve it by dynamic programming
-  (:mod:`.tree`), in a fraction of a toulbar2 solve's time.
+  (:mod:`maxshard.search.tree`), in a fraction of a toulbar2 solve's time.
 
 The loop:
 

@@ -160,7 +160,7 @@ class StageRun:
         )  # fmt: skip
         self.running.append(job)
 
-    def close(self, why: str) -> dict[str, str]:
+    def close(self, why: str) -> None:
         """The stage's end: each unfinished worker's outcome is ``why`` (or what
         stopped the stage early), and every worker is killed."""
         if self.finished:
@@ -170,7 +170,6 @@ class StageRun:
             if not job.finished:
                 self.outcome.setdefault(job.name, why)
         self.children.kill()
-        return self.outcome
 
     def run(self, deadline: float, workers: int, switch: float | None) -> dict[str, str]:
         queue = list(enumerate(self.plan))

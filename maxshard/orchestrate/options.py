@@ -102,9 +102,10 @@ def options_for(
     if workers is not None and workers < 1:
         raise UsageError(f"workers must be at least 1, got {workers}")
     workers = workers or available_cores()
+    names = list(backends or [])
     try:
-        check_names(list(backends or []))
-        chosen = choose(plan, list(backends or []), workers)
+        check_names(names)
+        chosen = choose(plan, names, workers)
     except (BackendError, PlanError) as exc:
         raise UsageError(str(exc)) from None
     return Options(

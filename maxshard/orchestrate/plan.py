@@ -28,7 +28,7 @@ may also say:
 A plan (or a case) may say its ``pace``: the work units a worker counts per
 second on its stages (:mod:`maxshard.work`), measured. A deterministic run
 without ``--work`` sizes its budget by it, to end at
-:data:`~maxshard.orchestrate.pipeline.WORK_SHARE` of the time given.
+:data:`~maxshard.orchestrate.options.WORK_SHARE` of the time given.
 
 A plan that depends on the model is a list of cases, the first whose
 ``when`` holds is run; the last case has no ``when``::
@@ -132,7 +132,7 @@ class Case:
     when: dict[str, float] = field(default_factory=dict)
     #: work units a worker counts per second of this machine on the case's
     #: stages (sizes a deterministic run's default budget: see
-    #: :func:`maxshard.orchestrate.pipeline.default_work`)
+    #: :func:`maxshard.orchestrate.options.default_work`)
     pace: float = DEFAULT_PACE
 
 
