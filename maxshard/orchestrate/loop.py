@@ -276,7 +276,9 @@ class StageRun:
         if bound is not None and self.proofs_hold:
             best.bound(int(bound), job.name)
         self.finished = self.finished or best.done()
-        if status == "optimal" and best.evaluation is not None:
+        # a claimed optimum whose bound the answer refutes proves nothing (best.bound)
+        refuted = bound is not None and self.proofs_hold and not best.closed()
+        if status == "optimal" and best.evaluation is not None and not refuted:
             if not self.proofs_hold:  # the optimum is the solution itself
                 best.bound(best.evaluation.cost, job.name)
             best.proved("optimal")
