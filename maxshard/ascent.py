@@ -44,7 +44,7 @@ import numpy as np
 from numba import njit
 
 from . import work
-from .bound import Diffusion, floor_bound, slack
+from .bound import Diffusion, integer_bound, slack
 from .csr import offsets, ranks
 from .mip import new_highs
 from .model import Model, penalties, running_rows, usage_values
@@ -104,7 +104,7 @@ class Ascent:
         value = self.diffusion.value(unary)
         self.converged = self.lp is None and value <= self.last + 1e-12 * abs(value)
         self.last = value
-        return floor_bound(self.model, value, slack(self.model, self.lam))
+        return integer_bound(self.model, value, slack(self.model, self.lam))
 
     def state(self) -> dict:
         return state_of(self.lam, self.diffusion)

@@ -123,7 +123,7 @@ class Diffusion:
                 break
             self.sweep(unary)
             best = max(best, self.value(unary))
-        return floor_bound(m, best, slack(m, lam))
+        return integer_bound(m, best, slack(m, lam))
 
 
 def slack(model: Model, lam: np.ndarray | None) -> float:
@@ -142,11 +142,13 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sum(a * b))
 
 
-def floor_bound(model: Model, value: float, promised: float) -> int:
-    """The integer bound ``value - promised + offset``, shrunk by far more than
-    the float rounding of the sums behind it."""
-    margin = 1e-9 * (abs(value) + abs(promised)) + 1
-    return model.offset + math.floor(value - promised - margin)
+def integer_bound(model: Model, value: float, promised: float) -> int:
+    """The integer bound that the real bound ``value - promised + offset``
+    implies: costs are integers, so the optimum is at least its ceiling, taken
+    after a margin far larger than the float rounding of the sums behind it
+    (a floor here left a tight bound short of the optimum by 1-2)."""
+    margin = 1e-9 * (abs(value) + abs(promised)) + 1e-6
+    return model.offset + math.ceil(value - promised - margin)
 
 
 @njit(cache=True)

@@ -1,6 +1,7 @@
 """The dual ascent (maxshard.ascent, backend ``dual``): valid bounds, against brute
 force and an exact LP; optimal multipliers from its LP; state carried on."""
 
+import math
 import time
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from maxshard.ascent import Ascent
 from maxshard.backend import Context
 from maxshard.backends.dual import Dual
-from maxshard.bound import floor_bound, slack
+from maxshard.bound import integer_bound, slack
 from maxshard.generate import generate
 from maxshard.instance import FORBIDDEN
 from maxshard.mip import MipForm, new_highs
@@ -77,13 +78,14 @@ def test_dual_bounds_never_exceed_the_optimum(tmp_path, seed):
 @pytest.mark.parametrize("seed", range(1, 9))  # seed 0 keeps no table after presolve
 def test_ascent_never_passes_the_lp_optimum(tmp_path, seed):
     """The ascent climbs the dual of the LP over the local polytope with the
-    memory rows: its bounds never pass the LP's optimum (HiGHS's)."""
+    memory rows: its bounds never pass the LP's optimum (HiGHS's), rounded
+    up (costs are integers, so the optimum is at least that ceiling)."""
     inst = generated(tmp_path, seed, nodes=12, max_strategies=4, forbidden=0.0, tightness=0.1)
     model = reduced(inst)
     assert model.m, "precondition: the fixed instance keeps tables after presolve"
     lp = lp_optimum(model)
     bounds = climb(model, 0.5)
-    assert bounds and bounds[-1] <= lp + 1e-6 * abs(lp)
+    assert bounds and bounds[-1] <= math.ceil(lp + 1e-6 * abs(lp))
 
 
 def test_ascent_is_exact_on_a_chain_without_memory(tmp_path):
@@ -132,8 +134,9 @@ def test_multiplier_lp_gives_the_best_multipliers_for_the_messages(tmp_path, see
         other = np.maximum(0.0, lam + rng.normal(size=len(lam)) * rng.choice([1e-3, 1e-1, 1.0]))
         assert value(other) <= best + 1e-6 * abs(best)
     assert value(np.zeros(len(lam))) <= best + 1e-6 * abs(best)
-    # and what the ascent reports for them is this value, rounded down safely
-    assert floor_bound(model, best + slack(model, lam), slack(model, lam)) <= best + model.offset
+    # and what the ascent reports for them is this value's ceiling at most (costs are integers)
+    reported = integer_bound(model, best + slack(model, lam), slack(model, lam))
+    assert reported <= math.ceil(best) + model.offset
 
 
 def whole_multiplier_lp(model, theta: np.ndarray) -> float:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import work
 from ..ascent import Ascent
-from ..bound import Diffusion, dot, slack
+from ..bound import Diffusion, dot, integer_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model, penalties, term_penalties
 from . import toulbar2
@@ -252,4 +252,4 @@ def _climb(ascent: Ascent, end: float) -> int | None:
 def _dual(model: Model, lam: np.ndarray, relaxed: int) -> int:
     """The Lagrangian bound from a lower bound ``relaxed`` on the penalised
     problem's optimum (see :func:`relax`)."""
-    return math.floor(relaxed - slack(model, lam) * (1 + 1e-9) - 1)
+    return integer_bound(model, relaxed - model.offset, slack(model, lam))
