@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from maxshard.backend import Context
-from maxshard.backends.lagrange import Lagrange
+from maxshard.backends.lagrange import Lagrange, Standing
 from maxshard.evaluate import evaluate
 from maxshard.search.dive import Rounding
 from maxshard.search.local import Search
@@ -68,16 +68,10 @@ def small_priced(tmp_path, seed: int):
 @pytest.mark.parametrize("seed", range(8))
 def test_a_dive_reports_fitting_answers_and_bounds_below_the_optimum(tmp_path, seed):
     inst, model, best, search = small_priced(tmp_path, seed)
-    record, bounds = Recorder(), []
-
-    def improve(bound):
-        bounds.append(bound)
-        return False
-
-    start = model.min_usage_solution()
-    x, cost = Lagrange().dive(
-        model, Multipliers(model), search, start, time.monotonic() + 0.3, record, improve
-    )
+    record = Recorder()
+    standing = Standing(model, model.min_usage_solution(), record)
+    Lagrange().dive(model, Multipliers(model), search, standing, time.monotonic() + 0.3)
+    bounds, x, cost = record.bounds, standing.x, standing.cost
     assert bounds and all(b <= best for b in bounds)
     assert cost == model.cost(x) and model.fits(x) and cost >= best
     for y in record.solutions:
@@ -91,18 +85,23 @@ def test_a_dive_that_ends_climbing_the_ascent_bounds_below_the_optimum(tmp_path,
     messages of its best-bounding round: it reports bounds there, each at most
     the brute-force optimum."""
     inst, model, best, search = small_priced(tmp_path, seed)
-    bounds = []
-
-    def improve(bound):
-        bounds.append((time.monotonic(), bound))
-        return False
+    bounds = []  # every bound the dive offers its standing, and when
 
     end = time.monotonic() + 0.4
     prices = Multipliers(model)
     steps = []  # the ascent's steps: when, and what each proved
     real_step = prices.ascent.step
     prices.ascent.step = lambda until: (steps.append(time.monotonic()), real_step(until))[1]
-    Lagrange().dive(model, prices, search, search.x.copy(), end, Recorder(), improve, climb=0.2)
+
+    class Unproved(Standing):
+        """Keeps every bound offered, and never counts one as a proof (a
+        proof would end the dive before its climb)."""
+
+        def raise_bound(self, bound):
+            bounds.append((time.monotonic(), bound))
+            return False
+
+    Lagrange().dive(model, prices, search, Unproved(model, search.x.copy(), Recorder()), end, 0.2)
     assert steps and min(steps) >= end - 0.2, "the ascent climbs in the last 0.2 s only"
     assert [t for t, _ in bounds if t >= min(steps)], "and its bounds are reported"
     assert all(b is None or b <= best for _, b in bounds)

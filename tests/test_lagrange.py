@@ -372,3 +372,36 @@ def test_toulbar2_runs_with_a_deep_stack(tmp_path):
         assert raised == resource.RLIM_INFINITY or raised >= min(want, toulbar2.STACK_BYTES)
     finally:
         resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
+
+
+def test_without_memory_the_loop_rounds_the_diffusion_and_proves_the_optimum(tmp_path):
+    """No memory limit: the loop's free rounds (diffusion, rounding, descent)
+    report answers the evaluator confirms and bounds at most the brute-force
+    optimum, and claim an optimum only at it; on these instances (fixed seeds,
+    not presolved: presolve alone solves such small ones) they prove it."""
+    from dataclasses import replace
+
+    from maxshard.backend import Status
+    from maxshard.reduce import reduce
+
+    from .conftest import brute_force
+
+    proved = 0
+    for seed in (0, 1, 2, 3):
+        generated_inst = generated(tmp_path, seed, nodes=9, forbidden=0.0, functional=0.0)
+        inst = replace(generated_inst, usage_limit=None)
+        best, _ = brute_force(inst)
+        model = reduce(inst, passes=False)
+        assert model.limit is None and model.nv == 9
+        record = Recorder()
+        result = Lagrange().solve(model, time.monotonic() + 1.0, None, record, seed)
+        assert record.solutions and all(b <= best for b in record.bounds)
+        for y in record.solutions:
+            ev = evaluate(inst, model.reconstruct(y))
+            assert ev.clean and ev.cost == model.cost(y)
+        cost = model.cost(result.solution)
+        assert cost >= best
+        if result.status is Status.OPTIMAL:
+            assert cost == best == result.lower_bound
+            proved += 1
+    assert proved == 4

@@ -53,6 +53,23 @@ class Joiner:
                 return b.Result(b.Status.FEASIBLE, exact.solution)
             time.sleep(0.01)
         return b.Result(b.Status.UNKNOWN)
+
+
+class Starter:
+    """A peer that answers once, with a descent from the start, and stops."""
+
+    name = "starter"
+    capabilities = b.Capabilities(exact=False, anytime=True, memory=True, lower_bound=False)
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        from maxshard.search.local import Search
+
+        search = Search(model, seed)
+        if incumbent is None or not search.reset(incumbent):
+            search.reset(model.min_usage_solution())
+        search.descend(deadline)
+        report(search.x.copy())
+        return b.Result(b.Status.FEASIBLE, search.x.copy())
 '''
 
 
@@ -66,7 +83,8 @@ def joiner(tmp_path, monkeypatch):
     info = site / "joiner_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: joiner-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{GROUP}]\njoiner = joiner_plugin:Joiner\n")
+    points = "joiner = joiner_plugin:Joiner\nstarter = joiner_plugin:Starter\n"
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\n{points}")
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", str(site))
     notes = tmp_path / "notes.txt"
@@ -75,8 +93,8 @@ def joiner(tmp_path, monkeypatch):
 
 
 def unlimited(tmp_path, seed):
-    """An instance without a memory limit, where the multiplier loop's answer
-    is its first descent (then it stops): not optimal at this seed."""
+    """An instance without a memory limit, where the starter's descent is not
+    optimal at this seed."""
     problem = generate_problem(
         nodes=80, edges=240, max_strategies=6, forbidden=0.0, functional=0.0, seed=seed
     )
@@ -96,11 +114,11 @@ def test_a_plugin_in_a_plan_file_gets_the_shared_best_and_gives_the_answer(tmp_p
     optimum = maxshard.solve(inst, 20, backends=["toulbar2"], workers=1)  # exact
     assert optimum.status == "optimal"
     plan = tmp_path / "plan.toml"
-    plan.write_text('[[stage]]\nshare = 1.0\nbackends = ["lagrange", "joiner"]\n')
-    lagrange_alone = maxshard.solve(inst, 10, backends=["lagrange"], workers=1)
+    plan.write_text('[[stage]]\nshare = 1.0\nbackends = ["starter", "joiner"]\n')
+    starter_alone = maxshard.solve(inst, 10, backends=["starter"], workers=1)
     res = maxshard.solve(inst, 30, plan=plan, workers=2)
     received = int(joiner.read_text())
-    assert received == lagrange_alone.cost  # the loop's answer reached the plugin
+    assert received == starter_alone.cost  # the peer's answer reached the plugin
     assert res.method == "joiner" and res.cost < received
     assert res.cost == optimum.cost
     # the same from the command line
@@ -112,7 +130,7 @@ def test_a_plugin_in_a_plan_file_gets_the_shared_best_and_gives_the_answer(tmp_p
     )  # fmt: skip
     record = json.loads(out.read_text())
     assert record["method"] == "joiner" and record["cost"] == res.cost
-    assert int(joiner.read_text()) == lagrange_alone.cost
+    assert int(joiner.read_text()) == starter_alone.cost
     assert record["plan"] == str(plan) and record["outcome"]["joiner"] == "feasible"
 
 

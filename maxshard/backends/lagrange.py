@@ -49,6 +49,11 @@ best-bounding round (:attr:`Lagrange.dive_climb`). Each toulbar2 round:
    only trail it: the multipliers keep to diffusion, the term weights skip
    the step and give the second to the search.
 
+Where memory binds nowhere (no limit, or presolve kept no time point) there
+is nothing to price: the loop runs :meth:`Lagrange.free_rounds` instead, the
+dive's rounding without prices, whose diffusion bound often proves its
+answer optimal (the frameworks' models without a memory limit).
+
 Every solution it reports fits in memory (the relinking never leaves the
 feasible region). Each better bound is reported as soon as it is found. After
 every round the loop hands its prices to the orchestrator
@@ -62,14 +67,13 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable
 
 import numpy as np
 
 from .. import work
 from ..ascent import state_of
 from ..backend import Capabilities, Context, Report, Result, Status, context
-from ..bound import floor_bound, slack
+from ..bound import Diffusion, integer_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model
 from ..search import load as search_load
@@ -79,6 +83,33 @@ from ..search.multipliers import Multipliers, TermWeights, solve_penalised, whol
 
 #: MAXSHARD_DEBUG=1 traces every round on stderr (relaxed value, overloaded points, step).
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
+
+
+class Standing:
+    """The loop's best solution and best lower bound, each reported as it
+    improves (a solution only if it is cheaper and forbidden-free)."""
+
+    def __init__(self, model: Model, x: np.ndarray, report: Report) -> None:
+        self.model, self.report = model, report
+        self.x, self.cost = x, model.cost(x)
+        self.bound: int | None = None
+
+    def offer(self, x: np.ndarray) -> None:
+        cost = self.model.cost(x)
+        if cost < self.cost and not self.model.forbidden(x):
+            self.x, self.cost = x, cost
+            self.report(x)
+
+    def raise_bound(self, bound: int | None) -> bool:
+        """Keep and report ``bound`` if it is higher; True once the best is proved optimal."""
+        if bound is not None and (self.bound is None or bound > self.bound):
+            self.bound = bound
+            self.report(lower_bound=bound)
+        return self.proved
+
+    @property
+    def proved(self) -> bool:
+        return self.bound is not None and self.bound >= self.cost
 
 
 class Lagrange:
@@ -134,32 +165,60 @@ class Lagrange:
         if incumbent is None or not search.reset(incumbent):
             search.reset(model.min_usage_solution())
         search.descend(deadline)
-        best_x, best_cost = search.x.copy(), model.cost(search.x)
-        report(best_x)
-        if model.limit is None or not len(model.base):
-            return Result(Status.FEASIBLE, best_x)
-
+        best = Standing(model, search.x.copy(), report)
+        report(best.x)
+        if model.limit is None or not len(model.base):  # nothing to price
+            self.free_rounds(model, search, best, deadline)
+            return Result(Status.OPTIMAL if best.proved else Status.FEASIBLE, best.x, best.bound)
         ctx = context(report)
-        prices, warm = self._start_prices(model, best_cost, ctx)
-        best_bound: int | None = None
-
-        def improve_bound(bound: int | None) -> bool:
-            """Keep and report a better bound; True once it proves ``best_x`` optimal."""
-            nonlocal best_bound
-            if bound is not None and (best_bound is None or bound > best_bound):
-                best_bound = bound
-                report(lower_bound=bound)
-            return best_bound is not None and best_bound >= best_cost
-
+        prices, warm = self._start_prices(model, best.cost, ctx)
         diving = self._dive_span(prices, warm, deadline)
         if diving is not None:
             end, climb = diving
-            best_x, best_cost = self.dive(
-                model, prices, search, best_x, end, report, improve_bound, climb
-            )
-            if best_bound is not None and best_bound >= best_cost:
-                return Result(Status.OPTIMAL, best_x, best_bound)
+            self.dive(model, prices, search, best, end, climb)
+        if not best.proved:
+            self._rounds(model, prices, search, best, deadline, seed)
+        if best.proved:
+            return Result(Status.OPTIMAL, best.x, best.bound)
+        return Result(Status.FEASIBLE, best.x, best.bound)
 
+    def free_rounds(self, model: Model, search: Search, best: Standing, deadline: float) -> None:
+        """Where memory binds nowhere, what is left is the pairwise problem, whose
+        local-polytope bound min-sum diffusion climbs: each round sweeps it a few
+        times (:class:`~maxshard.search.dive.Rounding`, no prices), rounds every
+        variable to the value its reparametrised cost ranks first and descends;
+        the bound often proves the best optimal (the frameworks' models without
+        a memory limit). Once the rounds bring nothing new, local search goes on
+        from the best until ``deadline``."""
+        diffusion = Diffusion(model)  # not usable where forbidden unary costs keep it out
+        rounding = Rounding(model, diffusion, int(search.rng.integers(2**31)))
+        no_prices = np.zeros(len(model.unary))
+        last, top = None, -math.inf
+        while diffusion.usable and work.now() < deadline:
+            x, value = rounding.solve(no_prices)
+            if value is not None and best.raise_bound(integer_bound(model, value, 0.0)):
+                return
+            risen = value is not None and value > top + 1e-9 * abs(top)
+            if not risen and last is not None and np.array_equal(x, last):
+                break  # the messages have settled, and so has their rounding
+            top = max(top, value) if value is not None else top
+            best.offer(x)
+            last = x
+        search.reset(best.x)
+        search.iterate(deadline, lambda x: best.offer(x))
+
+    def _rounds(
+        self,
+        model: Model,
+        prices: Multipliers | TermWeights,
+        search: Search,
+        best: Standing,
+        deadline: float,
+        seed: int,
+    ) -> None:
+        """The toulbar2 rounds (the module docstring's steps 1-4) until
+        ``deadline`` or until ``best`` is proved optimal."""
+        ctx = context(best.report)
         seconds = self.relax_seconds
         rounds = 0
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
@@ -170,8 +229,8 @@ class Lagrange:
             grace = max(0, min(seconds, math.floor(deadline - work.now()) - seconds - 1))
             x_r, relaxed = solve_penalised(model, whole(raw), seconds, seed + rounds, light, grace)
             end = min(deadline, work.now() + self.bound_seconds)
-            if improve_bound(prices.bound(raw, relaxed, end)):
-                return Result(Status.OPTIMAL, best_x, best_cost)
+            if best.raise_bound(prices.bound(raw, relaxed, end)):
+                return
             if x_r is None:  # toulbar2 found nothing in time: lighter, then longer solves
                 # (A memory-free descent on the penalised costs was tried in its
                 # place, and after every relaxed solve: it cut the relaxed
@@ -180,22 +239,18 @@ class Lagrange:
                 light, seconds = True, seconds * 2 if light else seconds
                 continue
             # primal: solutions built from the relaxed one, polished; keep the cheapest
-            for x in self.primal(search, x_r, best_x, deadline):
-                cost = model.cost(x)
-                if cost < best_cost and not model.forbidden(x):
-                    best_x, best_cost = x, cost
-                    report(best_x)
-            prices.update(x_r, best_cost)
+            for x in self.primal(search, x_r, best.x, deadline):
+                best.offer(x)
+            prices.update(x_r, best.cost)
             ctx.hand_over(prices.state())
             if DEBUG:
                 excess = model.load(x_r) - model.limit
                 print(
                     f"round {rounds} t={work.now():.1f} cost_r={model.cost(x_r):.4g} "
                     f"over={int((excess > 0).sum())} maxover={excess.max():.3g} "
-                    f"best={best_cost:.4g}",
+                    f"best={best.cost:.4g}",
                     file=sys.stderr,
                 )
-        return Result(Status.FEASIBLE, best_x, best_bound)
 
     def _start_prices(
         self, model: Model, cost: int, ctx: Context
@@ -238,19 +293,16 @@ class Lagrange:
         model: Model,
         prices: Multipliers,
         search: Search,
-        best_x: np.ndarray,
+        best: Standing,
         end: float,
-        report: Report,
-        improve_bound: Callable[[int | None], bool],
         climb: float = 0.0,
-    ) -> tuple[np.ndarray, int]:
+    ) -> None:
         """Fast rounds (:mod:`maxshard.search.dive`) until ``end``: the relaxed problem solved
         roughly, its solution repaired and descended, the multipliers stepped;
         the last ``climb`` seconds climb the dual ascent from the messages of
-        the round that bounded highest (see :attr:`dive_climb`).
-        Returns the best solution and its cost; reports each better one."""
-        ctx = context(report)
-        best_cost = model.cost(best_x)
+        the round that bounded highest (see :attr:`dive_climb`). Each better
+        solution and bound goes to ``best``; stops once it is proved optimal."""
+        ctx = context(best.report)
         rounding = Rounding(model, prices.diffusion, int(search.rng.integers(2**31)))
         shared = work.now()
         diffusion, top, at_top = prices.diffusion, -math.inf, None
@@ -258,9 +310,8 @@ class Lagrange:
         while work.now() < stop:
             x_r, value = rounding.solve(prices.penalties())
             if value is not None:
-                bound = floor_bound(model, value, slack(model, prices.lam))
-                improve_bound(bound)
-                if bound >= best_cost:  # proved optimal: nothing left to dive for
+                bound = integer_bound(model, value, slack(model, prices.lam))
+                if best.raise_bound(bound):  # proved optimal: nothing left to dive for
                     break
                 if climb and bound > top:  # the messages the climb starts from
                     top = bound
@@ -269,20 +320,16 @@ class Lagrange:
             # a far-off relaxed solution is not worth a long repair: the next round is near
             if search.repair(min(stop, work.now() + self.dive_repair_seconds)):
                 search.descend(stop)
-                cost = model.cost(search.x)
-                if cost < best_cost and not model.forbidden(search.x):
-                    best_x, best_cost = search.x.copy(), cost
-                    report(best_x)
-            prices.update(x_r, best_cost)
+                best.offer(search.x.copy())
+            prices.update(x_r, best.cost)
             if work.now() > shared + 1:  # for a copy restarted at the switch
                 ctx.hand_over(prices.state())
                 shared = work.now()
         ctx.hand_over(prices.state())
-        if at_top is not None and work.now() < end:
+        if at_top is not None and work.now() < end and not best.proved:
             prices.ascent.restore(at_top)
             while work.now() < end and not prices.ascent.converged:
-                improve_bound(prices.ascent.step(end))
-        return best_x, best_cost
+                best.raise_bound(prices.ascent.step(end))
 
     def prices(self, model: Model, cost: int, ascent: bool = True) -> Multipliers | TermWeights:
         """The loop's prices, for a model whose first solution costs ``cost``;
