@@ -67,6 +67,17 @@ class Overbounding(Hang):
         time.sleep(3600)
 
 
+class Stale(Hang):
+    """A broken backend: claims, late, that its start is optimal, after another
+    worker has found better (as toulbar2 held to its backtrack limit did)."""
+
+    name = "stale"
+
+    def solve(self, model, deadline, incumbent, report, seed=0):
+        time.sleep(1.0)
+        return Result(Status.OPTIMAL, incumbent, model.cost(incumbent))
+
+
 class Finder(Hang):
     """Improves the incumbent by a descent after a moment, reports it, and waits."""
 
@@ -204,6 +215,7 @@ FAKES = {
     "bounding": "tests.fakes:Bounding",
     "finder": "tests.fakes:Finder",
     "overbounding": "tests.fakes:Overbounding",
+    "stale": "tests.fakes:Stale",
     "listener": "tests.fakes:Listener",
     "stateful": "tests.fakes:Stateful",
     "marker": "tests.fakes:Marker",

@@ -321,3 +321,25 @@ def test_toulbar2_initial_bound_cuts_off_nothing_cheaper():
     assert upper_bound(7) == 7.0
     for cost in (2**53 + 1, 3 * 2**60 + 5):
         assert upper_bound(cost) >= cost and upper_bound(cost) - cost <= 2**12
+
+
+@pytest.mark.parametrize(("seed", "above"), [(6, 1), (2, 30)])
+def test_a_toulbar2_search_held_to_its_backtrack_limit_proves_nothing(tmp_path, seed, above):
+    """From an initial bound ``above`` the optimum, a search held to one
+    backtrack ends without a solution; toulbar2 still prints "No solution"
+    (it printed it on these fixed instances), which must not pass as a proof
+    that none is cheaper than the bound."""
+    from dataclasses import replace
+
+    from maxshard.search import toulbar2
+
+    inst = generated(tmp_path, seed, nodes=200, max_strategies=8, forbidden=0.0, functional=0.0)
+    model = reduce(replace(inst, usage_limit=None))
+    full = toulbar2.build(model, model.unary, seed, None, memory=False)
+    proved, y = toulbar2.run(full, model.nv, 20, lambda _x: None)
+    assert proved, "precondition: the whole search proves its optimum"
+    ub = toulbar2.upper_bound(model.cost(y) - model.offset + above)
+    short = toulbar2.build(model, model.unary, seed, ub, memory=False)
+    proved, x = toulbar2.run(short, model.nv, 1e-6, lambda _x: None)  # a backtrack's worth
+    assert short.GetNbBacktracks() >= 1, "precondition: the search was held to its limit"
+    assert not proved

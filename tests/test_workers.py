@@ -131,6 +131,21 @@ def test_streamed_bounds_are_kept_and_a_matching_one_ends_the_run(tmp_path, fake
     assert outcome == {"bounding": "stopped: proved"}
 
 
+def test_a_claimed_optimum_that_a_better_answer_refutes_does_not_end_the_run(
+    tmp_path, fake_plugins
+):
+    """``stale`` returns "optimal" for its start after ``finder`` has found a
+    cheaper answer: the claim is ignored, and the run is not proved."""
+    messages = []
+    _, model, best, x = started(tmp_path, messages.append)
+    start = time.monotonic()
+    outcome = run_backends(model, best, ["finder", "stale"], start + 2.5, workers=2)
+    assert best.evaluation.cost < model.cost(x), "precondition: finder improved the start"
+    assert outcome["stale"] == "optimal" and best.status == "feasible"
+    assert best.lower_bound is None and best.proved_at is None
+    assert any("stale claimed the lower bound" in m and "ignored" in m for m in messages)
+
+
 def test_a_bound_above_a_checked_answer_is_ignored_not_a_proof(tmp_path, fake_plugins):
     messages = []
     _, model, best, x = started(tmp_path, messages.append)
