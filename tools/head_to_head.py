@@ -77,7 +77,8 @@ def table(records: list[Record]) -> str:
         optimum = min((r["cost"] for r in proved), default=None)
         first = name
         for r in [*ours, *mips]:
-            at = reached(r, optimum) if optimum is not None and r in ours else None
+            ours_and_proved = optimum is not None and r["backend"] not in MIPS
+            at = reached(r, optimum) if ours_and_proved else None
             lines.append(
                 f"| {first} | {label(r)} | {num(r.get('cost'))} | {num(r.get('bound'))} | "
                 f"{num(time_to_final(r), '{:.2f}')} | {num(r.get('proved_at'), '{:.2f}')} | "
@@ -103,7 +104,8 @@ def verdict(name: str, ours: list[Record], mips: list[Record], optimum: int | No
     mip_time = min(
         r["proved_at"] for r in mips if r.get("proved_at") is not None and r["cost"] == optimum
     )
-    mip_best = min(reached(r, optimum) or mip_time for r in mips if r.get("cost") == optimum)
+    found = [reached(r, optimum) for r in mips if r.get("cost") == optimum]
+    mip_best = min((t for t in found if t is not None), default=mip_time)
     at = reached(ten, optimum)
     ok = at is not None and at <= ten["timeout"] and at <= mip_best / 10
     proof = ten.get("proved_at")

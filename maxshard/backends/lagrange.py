@@ -111,6 +111,10 @@ class Standing:
     def proved(self) -> bool:
         return self.bound is not None and self.bound >= self.cost
 
+    def result(self) -> Result:
+        """The loop's result: optimal once proved, else feasible, with its bound."""
+        return Result(Status.OPTIMAL if self.proved else Status.FEASIBLE, self.x, self.bound)
+
 
 class Lagrange:
     name = "lagrange"
@@ -169,7 +173,7 @@ class Lagrange:
         report(best.x)
         if model.limit is None or not len(model.base):  # nothing to price
             self.free_rounds(model, search, best, deadline)
-            return Result(Status.OPTIMAL if best.proved else Status.FEASIBLE, best.x, best.bound)
+            return best.result()
         ctx = context(report)
         prices, warm = self._start_prices(model, best.cost, ctx)
         diving = self._dive_span(prices, warm, deadline)
@@ -178,9 +182,7 @@ class Lagrange:
             self.dive(model, prices, search, best, end, climb)
         if not best.proved:
             self._rounds(model, prices, search, best, deadline, seed)
-        if best.proved:
-            return Result(Status.OPTIMAL, best.x, best.bound)
-        return Result(Status.FEASIBLE, best.x, best.bound)
+        return best.result()
 
     def free_rounds(self, model: Model, search: Search, best: Standing, deadline: float) -> None:
         """Where memory binds nowhere, what is left is the pairwise problem, whose
@@ -205,7 +207,7 @@ class Lagrange:
             best.offer(x)
             last = x
         search.reset(best.x)
-        search.iterate(deadline, lambda x: best.offer(x))
+        search.iterate(deadline, best.offer)
 
     def _rounds(
         self,
