@@ -27,6 +27,8 @@ class Best:
     log: Log
     start: float = field(default_factory=time.monotonic)
     solution: np.ndarray | None = None
+    #: the workers' start, in the model's form: the best answer's, or while that
+    #: has none (a start made before presolve) the presolve start (:meth:`start_from`)
     model_x: np.ndarray | None = None
     evaluation: Evaluation | None = None
     method: str = ""
@@ -85,6 +87,12 @@ class Best:
         self._record()
         self.log(self.describe())
         return True
+
+    def start_from(self, model_x: np.ndarray) -> None:
+        """Give the workers ``model_x`` (the model's form) to start from while
+        the best answer has no model form of its own."""
+        if self.model_x is None:
+            self.model_x = model_x
 
     def bound(self, value: int, method: str) -> None:
         cost = self.clean_cost()

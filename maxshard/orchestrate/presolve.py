@@ -29,11 +29,15 @@ from .workers import Children
 
 
 def presolve(
-    inst: Instance, passes: bool, backends: Iterable[str], children: Children | None = None
+    inst: Instance,
+    passes: bool,
+    backends: Iterable[str],
+    children: Children | None = None,
+    meanwhile: Callable[[], None] = lambda: None,
 ) -> Model:
     """``reduce(inst, passes=passes)``, computed in a child process (one of the
-    run's ``children``) while the backends named in ``backends`` are loaded
-    and prepared in this one.
+    run's ``children``) while this one calls ``meanwhile()`` (the start before
+    presolve), then loads and prepares the backends named in ``backends``.
     Raises what ``reduce`` raises (:class:`~maxshard.reduce.Infeasible`)."""
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
@@ -44,6 +48,7 @@ def presolve(
     children = children if children is not None else Children()
     children.track(child)  # and reaped with the workers
     try:
+        meanwhile()
         prepare(backends, until=receive.poll)
         try:
             kind, value = receive.recv()
