@@ -76,7 +76,7 @@ from ..backend import Capabilities, Context, Report, Result, Status, context
 from ..bound import Diffusion, integer_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model
-from ..search import load as search_load
+from ..search import Searching
 from ..search.dive import Rounding
 from ..search.local import Search
 from ..search.multipliers import Multipliers, TermWeights, solve_penalised, whole
@@ -116,7 +116,7 @@ class Standing:
         return Result(Status.OPTIMAL if self.proved else Status.FEASIBLE, self.x, self.bound)
 
 
-class Lagrange:
+class Lagrange(Searching):
     name = "lagrange"
     # its multipliers price memory in lns's priced moves (LNS.multiplier_spread)
     capabilities = Capabilities(
@@ -153,9 +153,6 @@ class Lagrange:
     # from the best of all workers (shared_best), 2 s of memory-free local search
     # on each relaxed solution, 6 s of local search on each repaired one; none
     # beat the spread between seeds.
-
-    def prepare(self) -> None:
-        search_load()
 
     def solve(
         self,

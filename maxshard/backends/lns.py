@@ -53,7 +53,7 @@ from ..model import (
     penalties,
     term_penalties,
 )
-from ..search import load as search_load
+from ..search import Searching
 from ..search.local import Search
 from ..search.multipliers import whole
 from ..search.neighbourhood import TAIL, Adjacency, improve, priced, tree_priced
@@ -63,7 +63,7 @@ from ..search.tree import Trees
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 
-class LNS:
+class LNS(Searching):
     name = "lns"
     capabilities = Capabilities(
         exact=False, anytime=True, memory=True, lower_bound=False, deterministic=True
@@ -93,9 +93,6 @@ class LNS:
     #: variables of a tree move: log-uniform within a factor 2 of this (history: *Tuning notes*, lns
     #: tree_size)
     tree_size = 2000
-
-    def prepare(self) -> None:
-        search_load()
 
     def solve(
         self,

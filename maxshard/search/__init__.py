@@ -19,3 +19,11 @@ def load() -> None:
 
     warm_up()
     toulbar2.load()
+
+
+class Searching:
+    """Base of the backends that search with both (``lagrange``, ``lns``): they
+    are :class:`~maxshard.backend.Preparable`, by loading them."""
+
+    def prepare(self) -> None:
+        load()
