@@ -90,8 +90,11 @@ def evaluate(inst: Instance, solution: Sequence[int] | np.ndarray) -> Evaluation
     return Evaluation(cost, peak, first, forbidden, inst.usage_limit)
 
 
-def all_min_usage(inst: Instance) -> np.ndarray:
-    """The per-node minimum-usage strategy: in the limit whenever anything is."""
+def all_min_usage(inst: Instance, avoid: np.ndarray | None = None) -> np.ndarray:
+    """The per-node minimum-usage strategy (then the cheapest): in the limit
+    whenever anything is. ``avoid``: a mask over all strategies, taken only
+    where a node has nothing else."""
     seg = np.repeat(np.arange(inst.n), inst.n_strategies)
-    order = np.lexsort((inst.cost, inst.usage, seg))
+    keys = (inst.cost, inst.usage, seg) if avoid is None else (inst.cost, inst.usage, avoid, seg)
+    order = np.lexsort(keys)
     return order[inst.strat_off[:-1]] - inst.strat_off[:-1]

@@ -29,6 +29,7 @@ from collections import deque
 import numpy as np
 
 from .csr import grouped, offsets, segments, split
+from .evaluate import all_min_usage
 from .instance import FORBIDDEN, Instance
 
 #: Passes that re-choose the components around the forbidden picks left (the
@@ -61,7 +62,7 @@ class _Start:
     def __init__(self, inst: Instance) -> None:
         self.inst = inst
         self.bad_value = inst.cost >= FORBIDDEN
-        self.x = _least(inst, self.bad_value)
+        self.x = all_min_usage(inst, avoid=self.bad_value)
         follows, heads, self.held = _tables(inst)
         self.members, self.picks = _components(inst, follows, heads)
         self.owner = np.full(inst.n, -1, dtype=np.int64)
@@ -120,13 +121,6 @@ class _Start:
         return e[inst.edge_cost[entry] >= FORBIDDEN]
 
 
-def _least(inst: Instance, bad_value: np.ndarray) -> np.ndarray:
-    """Each node's least-using strategy without a forbidden cost (then cheapest)."""
-    seg = np.repeat(np.arange(inst.n), inst.n_strategies)
-    order = np.lexsort((inst.cost, inst.usage, bad_value, seg))
-    return order[inst.strat_off[:-1]] - inst.strat_off[:-1]
-
-
 def _components(inst: Instance, follows: np.ndarray, heads: list[np.ndarray]):
     """The components of the matching tables ``follows`` (maps ``heads``):
     their members, and each member's strategy for each of its root's."""
@@ -173,8 +167,9 @@ def _tables(inst: Instance) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     d, lens = inst.n_strategies[inst.edge_u], np.diff(inst.edge_off)
     allowed = inst.edge_cost < FORBIDDEN
     count = np.add.reduceat(allowed, inst.edge_off[:-1], dtype=np.int64)
-    held = np.flatnonzero(count < lens)
-    square = (d == inst.n_strategies[inst.edge_v]) & (count == d) & (count < lens)
+    holds = count < lens
+    held = np.flatnonzero(holds)
+    square = (d == inst.n_strategies[inst.edge_v]) & (count == d) & holds
     hit = np.flatnonzero(allowed & np.repeat(square, lens))
     cand = np.flatnonzero(square)
     if not len(cand):

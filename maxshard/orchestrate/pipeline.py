@@ -76,8 +76,9 @@ def solve(
     x = model.min_usage_solution()
     offered = options.starts and model.fits(x)
     if offered and not best.offer(model.reconstruct(x), "presolve start", x) and any(took):
-        # the workers start from it even behind a cheaper consistent start (M's
-        # lost 0.0002-0.003 of score at a tenth without it)
+        # the workers start from it even behind a cheaper consistent start (only
+        # there: behind a clean least-using start they start from nothing, as
+        # before; history: *A start before presolve*)
         best.start_from(x)
     workers = options.workers or available_cores()
     if options.deterministic:  # stages end at work counts (each worker's), not moments

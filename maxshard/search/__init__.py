@@ -22,8 +22,9 @@ def load() -> None:
 
 
 class Searching:
-    """Base of the backends that search with both (``lagrange``, ``lns``): they
-    are :class:`~maxshard.backend.Preparable`, by loading them."""
+    """Base of the backends that search with the compiled kernels and toulbar2
+    (``lagrange``, ``lns``): they are :class:`~maxshard.backend.Preparable`,
+    preparing by :func:`load`."""
 
     def prepare(self) -> None:
         load()
