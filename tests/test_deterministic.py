@@ -103,7 +103,8 @@ def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_pat
     for _ in range(2):
         cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
         before = work.stamp()
-        with toulbar2.budget(cfn, 0.001) as limit:  # a tiny budget: a few backtracks
+        # a tiny budget beyond the first dive: a few backtracks
+        with toulbar2.budget(cfn, toulbar2.setup(cfn) + 0.001) as limit:
             assert limit == 0  # no timer
             result = cfn.Solve(timeLimit=limit)
         limit = cfn.Option.backtrackLimit
@@ -111,6 +112,50 @@ def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_pat
         assert work.stamp() > before
         outcomes.append(None if not result else list(result[0]))
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_toulbar2_node_is_priced_by_its_values_tables_and_knapsacks_pairs(tmp_path):
+    """Every knapsack posted counts its value-usage pairs (the usages that are
+    not zero) into the node price; without memory, the values and tables."""
+    from maxshard.knapsack import binding_knapsacks
+    from maxshard.search import toulbar2
+
+    model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
+    sacks = list(binding_knapsacks(model))
+    assert sacks, "the fixture has binding memory points"
+    pairs = sum(int(np.count_nonzero(w)) for k in sacks for w in k.weights)
+    free = toulbar2.build(model, model.unary, 0, None, memory=False)
+    held = toulbar2.build(model, model.unary, 0, None, memory=True)
+    assert (free.variables, free.values, free.pairs) == (model.nv, model.dom_off[-1], 0)
+    assert (held.pairs, held.knapsacks) == (pairs, len(sacks))
+    base = model.dom_off[-1] + toulbar2.ENTRY_PRICE * model.edge_off[-1]
+    assert toulbar2.node_price(free) == pytest.approx(base)
+    assert toulbar2.node_price(held) == pytest.approx(
+        base + toulbar2.PAIR_PRICE * pairs * len(sacks) ** 0.5
+    )
+    assert toulbar2.setup(held) > toulbar2.setup(free) == 0
+
+
+def test_a_deterministic_toulbar2_solve_whose_preprocessing_overruns_is_not_started(
+    tmp_path, counting
+):
+    """No backtrack limit holds toulbar2's preprocessing of its knapsacks: a
+    deterministic solve whose preprocessing is priced above its seconds would
+    overrun its charge, so it is skipped (nothing found, nothing proved,
+    nothing charged)."""
+    from maxshard.search import toulbar2
+
+    model = reduce(generated(tmp_path, 3, nodes=40, tightness=0.5))
+    cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
+    assert 0 < toulbar2.setup(cfn) < 3
+    found = toulbar2.run(cfn, model.nv, 3, lambda x: None)
+    assert found[1] is not None
+    cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
+    cfn.pairs *= 4 / toulbar2.setup(cfn)  # as if its knapsacks were four units' worth
+    assert toulbar2.setup(cfn) > 3
+    before = work.stamp()
+    assert toulbar2.run(cfn, model.nv, 3, lambda x: None) == (False, None)
+    assert work.stamp() == before
 
 
 def test_what_a_long_toulbar2_solve_reports_counts_at_its_end(tmp_path, counting):

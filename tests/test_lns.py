@@ -261,7 +261,8 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
     unary = model.unary.astype(np.int64)
     cfn = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
     for seconds in (0.01, 1e-6):  # the second: a limit of one backtrack
-        expected = max(1, int(seconds * work.RATES["tb2-node"] / (3 * cfn.values)))
+        left = (seconds - toulbar2.setup(cfn)) * work.RATES["tb2-node"]
+        expected = max(1, int(left / (3 * toulbar2.node_price(cfn))))
         with toulbar2.budget(cfn, seconds) as limit:
             assert limit == 1 and cfn.Option.backtrackLimit == expected
     toulbar2.solve_quietly(cfn, 1e-6)

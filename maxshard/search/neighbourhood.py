@@ -188,7 +188,7 @@ def improve(
         try:
             cfn = hood.cfn(hood.current, seed)
             for scope, params in room.knapsacks(rows, hood.index) if room is not None else ():
-                cfn.CFN.wcsp.postKnapsackConstraint(scope, params, False, True)
+                toulbar2.post_knapsack(cfn, scope, params)
             y = toulbar2.solve_quietly(cfn, min(1.0, left))
         except Contradiction:
             return None

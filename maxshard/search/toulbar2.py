@@ -85,7 +85,8 @@ def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0, hb
     cfn = pytoulbar2.CFN(ubinit=ub, verbose=verbose, seed=seed, vac=vac)
     cfn.Option.hbfs = hbfs
     cfn.Option.hbfsGlobalLimit = HBFS_GLOBAL_LIMIT
-    cfn.values = 0  # the values posted (set by post; budget prices a node by them)
+    # what was posted, counted by post and post_knapsack for node_price
+    cfn.variables = cfn.values = cfn.entries = cfn.pairs = cfn.knapsacks = 0
     return cfn
 
 
@@ -108,8 +109,8 @@ def post(
     (about 800 tables) took a fifth of ``lns``'s time that way."""
     wcsp = cfn.CFN.wcsp
     sizes = np.diff(dom_off)
-    cfn.values = int(dom_off[-1])  # see budget
-    work.count("tb2-entry", cfn.values + int(table_off[-1]))
+    cfn.variables, cfn.values, cfn.entries = len(sizes), int(dom_off[-1]), int(table_off[-1])
+    work.count("tb2-entry", cfn.values + cfn.entries)
     work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes.tolist()):
         wcsp.makeEnumeratedVariable(f"x{i}", 0, int(size) - 1)
@@ -139,24 +140,47 @@ def solve_quietly(cfn, seconds: float) -> np.ndarray | None:
 #: toulbar2's backtrack limit when none is set (its default)
 NO_LIMIT = 2**63 - 1
 
+#: What a binary table entry adds to a search node's price, in values (history:
+#: *A toulbar2 node priced by its tables and knapsacks*)
+ENTRY_PRICE = 0.02
+#: What a knapsack's value-usage pair adds to it, per square root of the
+#: knapsacks posted, in values (the same entry)
+PAIR_PRICE = 0.05
+#: What toulbar2's preprocessing costs per knapsack pair, per square root of
+#: the knapsacks posted, in values (the same entry)
+SETUP_PRICE = 100.0
+
+
+def node_price(cfn) -> float:
+    """What a search node (or backtrack) of ``cfn`` costs, in ``tb2-node``
+    counts: a pass over its values, a little of its tables, and its knapsacks'
+    pairs, which propagation revisits more often the more knapsacks there are."""
+    tables = ENTRY_PRICE * cfn.entries
+    return max(1, cfn.values) + tables + PAIR_PRICE * cfn.pairs * math.sqrt(cfn.knapsacks)
+
+
+def setup(cfn) -> float:
+    """Work units toulbar2's preprocessing of ``cfn``'s knapsacks may take,
+    before its first node: no backtrack limit holds it."""
+    return SETUP_PRICE * cfn.pairs * math.sqrt(cfn.knapsacks) / work.RATES["tb2-node"]
+
 
 @contextmanager
 def budget(cfn, seconds: float) -> Iterator[int]:
     """Limits for one solve of ``cfn`` within the block; yields the ``timeLimit``
     to give ``Solve``: ``seconds`` of CPU time, or in a deterministic run none
-    and that many work units' worth of backtracks instead (the search is then
-    the same on any machine). toulbar2's time limit is whole seconds: a solve
-    of less than one (the tail of a budget) is held to about that many
-    seconds' worth of backtracks as well (time spent between backtracks is
-    not held: such a solve may still take its whole second). A short solve's nodes and
-    backtracks are counted as work at the end; a long one is charged its
-    limit up front (:func:`maxshard.work.reserved`), so what it reports
-    meanwhile counts at its end. (toulbar2's options are process-wide: set
-    before every solve.)"""
-    # a search node costs about a pass over the problem's values (measured on
-    # lns's neighbourhoods of S, M and N: docs/determinism.md)
-    values = max(1, cfn.values)
-    backtracks = max(1, int(seconds * work.RATES["tb2-node"] / (3 * values)))
+    and that many work units' worth of search instead (the search is then the
+    same on any machine): its knapsacks' :func:`setup`, then about three
+    nodes and backtracks per backtrack allowed.
+    toulbar2's time limit is whole seconds: a solve of less than one (the tail
+    of a budget) is held to about that many seconds' worth of backtracks as
+    well (time spent between backtracks is not held: such a solve may still
+    take its whole second). A short solve's nodes and backtracks are counted
+    as work at the end; a long one is charged its limit up front
+    (:func:`maxshard.work.reserved`), so what it reports meanwhile counts at
+    its end. (toulbar2's options are process-wide: set before every solve.)"""
+    price = node_price(cfn)
+    backtracks = max(1, int((seconds - setup(cfn)) * work.RATES["tb2-node"] / (3 * price)))
     if not work.deterministic():
         cfn.Option.backtrackLimit = backtracks if seconds < 1 else NO_LIMIT
         yield max(1, int(seconds))
@@ -169,7 +193,8 @@ def budget(cfn, seconds: float) -> Iterator[int]:
     try:
         yield 0
     finally:
-        work.count("tb2-node", (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * values)
+        searched = (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * price
+        work.count("tb2-node", setup(cfn) * work.RATES["tb2-node"] + searched)
 
 
 def build(
@@ -184,13 +209,22 @@ def build(
     """A fresh toulbar2 problem for ``model`` with the given unary costs."""
     # verbose=0 makes toulbar2 print "Optimum: ..." once it has proved optimality
     cfn = new_problem(ub, seed, verbose=0, vac=vac, hbfs=hbfs)
-    wcsp = cfn.CFN.wcsp
     post(cfn, model.dom_off, unary, model.edge_u, model.edge_v, model.edge_off, model.edge_cost)
     if memory and model.limit is not None:
         for scope, params in knapsacks(model):
-            wcsp.postKnapsackConstraint(scope, params, False, True)
-            work.count("tb2-entry", len(params) // 4)  # about its nonzero usages
+            post_knapsack(cfn, scope, params)
     return cfn
+
+
+def post_knapsack(cfn, scope: list[int], params: str) -> None:
+    """Post toulbar2's knapsack ``params`` (:func:`knapsack_params`) over the
+    variables ``scope``; its value-usage pairs count in :func:`node_price`."""
+    cfn.CFN.wcsp.postKnapsackConstraint(scope, params, False, True)
+    # the parameters are the capacity, then per variable its count and its pairs
+    pairs = (params.count(" ") - len(scope)) // 2
+    cfn.pairs += pairs
+    cfn.knapsacks += 1
+    work.count("tb2-entry", 2 * pairs)  # a pair takes about two entries' time to post
 
 
 def knapsacks(model: Model):
@@ -243,11 +277,16 @@ def run(
 
     Returns (proved: toulbar2 finished its search, best solution or None). A
     finished search with no solution proves there is none below the initial bound.
+    A deterministic search whose knapsacks' preprocessing (:func:`setup`)
+    would take more than ``seconds`` is not started: (False, None).
     """
     if threading.current_thread() is not threading.main_thread() or work.deterministic():
         # the stray-signal guard below needs the main thread; a deterministic
         # search has no clock to watch (its limit counts backtracks)
         grace, quiet = 0, None
+    if work.deterministic() and setup(cfn) > seconds:
+        # its preprocessing alone would overrun its charge: not started
+        return False, None
     with budget(cfn, seconds + grace) as limit:  # (a reader forked in it stamps its end)
         return _run(cfn, nv, limit, report, grace, quiet)
 
