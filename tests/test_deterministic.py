@@ -103,7 +103,7 @@ def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_pat
     for _ in range(2):
         cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
         before = work.stamp()
-        # a tiny budget beyond the first dive: a few backtracks
+        # a tiny budget beyond its knapsacks' setup: a few backtracks
         with toulbar2.budget(cfn, toulbar2.setup(cfn) + 0.001) as limit:
             assert limit == 0  # no timer
             result = cfn.Solve(timeLimit=limit)
@@ -126,7 +126,7 @@ def test_a_toulbar2_node_is_priced_by_its_values_tables_and_knapsacks_pairs(tmp_
     pairs = sum(int(np.count_nonzero(w)) for k in sacks for w in k.weights)
     free = toulbar2.build(model, model.unary, 0, None, memory=False)
     held = toulbar2.build(model, model.unary, 0, None, memory=True)
-    assert (free.variables, free.values, free.pairs) == (model.nv, model.dom_off[-1], 0)
+    assert (free.values, free.entries, free.pairs) == (model.dom_off[-1], model.edge_off[-1], 0)
     assert (held.pairs, held.knapsacks) == (pairs, len(sacks))
     base = model.dom_off[-1] + toulbar2.ENTRY_PRICE * model.edge_off[-1]
     assert toulbar2.node_price(free) == pytest.approx(base)

@@ -86,7 +86,7 @@ def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0, hb
     cfn.Option.hbfs = hbfs
     cfn.Option.hbfsGlobalLimit = HBFS_GLOBAL_LIMIT
     # what was posted, counted by post and post_knapsack for node_price
-    cfn.variables = cfn.values = cfn.entries = cfn.pairs = cfn.knapsacks = 0
+    cfn.values = cfn.entries = cfn.pairs = cfn.knapsacks = 0
     return cfn
 
 
@@ -109,7 +109,7 @@ def post(
     (about 800 tables) took a fifth of ``lns``'s time that way."""
     wcsp = cfn.CFN.wcsp
     sizes = np.diff(dom_off)
-    cfn.variables, cfn.values, cfn.entries = len(sizes), int(dom_off[-1]), int(table_off[-1])
+    cfn.values, cfn.entries = int(dom_off[-1]), int(table_off[-1])
     work.count("tb2-entry", cfn.values + cfn.entries)
     work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes.tolist()):
@@ -151,18 +151,24 @@ PAIR_PRICE = 0.05
 SETUP_PRICE = 100.0
 
 
+def _knapsack_load(cfn) -> float:
+    """``cfn``'s knapsack pairs times the square root of its knapsacks: what
+    propagating them costs (more knapsacks, more revisits of each pair)."""
+    return cfn.pairs * math.sqrt(cfn.knapsacks)
+
+
 def node_price(cfn) -> float:
     """What a search node (or backtrack) of ``cfn`` costs, in ``tb2-node``
     counts: a pass over its values, a little of its tables, and its knapsacks'
-    pairs, which propagation revisits more often the more knapsacks there are."""
+    :func:`_knapsack_load`."""
     tables = ENTRY_PRICE * cfn.entries
-    return max(1, cfn.values) + tables + PAIR_PRICE * cfn.pairs * math.sqrt(cfn.knapsacks)
+    return max(1, cfn.values) + tables + PAIR_PRICE * _knapsack_load(cfn)
 
 
 def setup(cfn) -> float:
     """Work units toulbar2's preprocessing of ``cfn``'s knapsacks may take,
     before its first node: no backtrack limit holds it."""
-    return SETUP_PRICE * cfn.pairs * math.sqrt(cfn.knapsacks) / work.RATES["tb2-node"]
+    return SETUP_PRICE * _knapsack_load(cfn) / work.RATES["tb2-node"]
 
 
 @contextmanager
