@@ -35,6 +35,10 @@ tests pass):
 
 A backend that only calls ``report(...)`` needs none of it.
 
+A backend that improves a solution may subclass :class:`Improver`, which
+answers an empty model and finds a start that fits, and implement only
+``improve``.
+
 A backend may also be :class:`Preparable`: its ``prepare()`` runs once in the
 run's own process before any worker is forked, while presolve runs in a
 process of its own (:mod:`maxshard.orchestrate.presolve`). What it loads
@@ -181,17 +185,44 @@ class Context:
         return what in self.peers
 
 
-def empty_answer(model: Model) -> Result | None:
-    """The answer to a model presolve emptied (no variable left), else None:
-    nothing to search (the orchestrator never asks a backend, direct callers may)."""
-    if model.nv:
-        return None
-    return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
-
-
 def context(report: Report) -> Context:
     """``report`` as a :class:`Context` (a plain callable: one with no peers)."""
     return report if isinstance(report, Context) else Context(report)
+
+
+class Improver:
+    """Base of a backend that improves a solution that fits (``local``, ``lns``).
+
+    Its :meth:`solve` answers a model that presolve emptied (the orchestrator
+    never asks a backend for one; direct callers may), and starts from the
+    incumbent if it fits, else from the minimum-usage solution (which fits
+    whenever any solution does); where neither fits it returns UNKNOWN. The
+    subclass implements :meth:`improve`.
+    """
+
+    def solve(
+        self,
+        model: Model,
+        deadline: float,
+        incumbent: np.ndarray | None,
+        report: Report,
+        seed: int = 0,
+    ) -> Result:
+        if not model.nv:
+            return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
+        x = incumbent if incumbent is not None else model.min_usage_solution()
+        if not model.fits(x):
+            x = model.min_usage_solution()
+            if not model.fits(x):
+                return Result(Status.UNKNOWN)
+        return self.improve(model, np.array(x, dtype=np.int64), deadline, report, seed)
+
+    def improve(
+        self, model: Model, x: np.ndarray, deadline: float, report: Report, seed: int
+    ) -> Result:
+        """Improve ``x`` (a copy, it fits) until ``deadline``, reporting each
+        better solution through ``report``."""
+        raise NotImplementedError
 
 
 # The first plugin interface's helpers, kept so that plugins written against

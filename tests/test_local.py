@@ -3,11 +3,14 @@ import time
 import numpy as np
 import pytest
 
+from maxshard.backend import Status
+from maxshard.backends.lns import LNS
 from maxshard.backends.local import LocalSearch
 from maxshard.evaluate import evaluate
+from maxshard.reader import read_instance
 from maxshard.reduce import reduce
 
-from .conftest import brute_force, generated, reduced
+from .conftest import brute_force, generated, reduced, write_problem
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -42,3 +45,39 @@ def test_respects_deadline(tmp_path):
     result = LocalSearch().solve(model, start + 0.5, None, lambda x: None, 0)
     assert time.monotonic() - start < 1.0
     assert result.solution is not None and np.all(result.solution < model.dom_size)
+
+
+@pytest.mark.parametrize("improver", [LocalSearch, LNS])
+def test_improvers_answer_an_emptied_model_and_start_from_what_fits(tmp_path, improver):
+    """The :class:`~maxshard.backend.Improver` base: an emptied model gets its
+    answer, an incumbent that does not fit gives way to the minimum-usage
+    solution, and where nothing fits the answer is UNKNOWN."""
+    two = {"nodes": {"intervals": [[0, 2], [1, 3]], "costs": [[5], [7, 9]],
+                     "usages": [[1], [1, 1]]},
+           "edges": {"nodes": [[0, 1]], "costs": [[3, 0]]}}  # fmt: skip
+    inst = read_instance(write_problem(tmp_path / "two.json", {"problem": two}))
+    model = reduce(inst)
+    assert model.nv == 0  # the precondition: presolve empties it
+    result = improver().solve(model, time.monotonic() + 5, None, lambda x: None, 0)
+    assert result.status is Status.OPTIMAL and len(result.solution) == 0
+    assert result.lower_bound == evaluate(inst, model.reconstruct(result.solution)).cost == 14
+
+    inst = generated(tmp_path, 1, nodes=30, max_strategies=4, forbidden=0.0, tightness=0.3)
+    model = reduced(inst)
+    low = model.min_usage_solution()
+    # each variable at its value of most usage over all its terms
+    most = np.zeros(model.dom_off[-1], dtype=np.int64)
+    for k, v in enumerate(model.term_var):
+        most[model.dom_off[v] : model.dom_off[v + 1]] += model.usage_of(k)
+    high = np.array([np.argmax(most[model.dom_off[v] : model.dom_off[v + 1]])
+                     for v in range(model.nv)])  # fmt: skip
+    model.limit = int(model.load(low).max())
+    assert len(model.base) and not model.fits(high)  # the precondition: a start that does not fit
+    reports = []
+    result = improver().solve(model, time.monotonic() + 0.3, high, reports.append, 0)
+    assert result.status is Status.FEASIBLE and reports
+    assert all(model.fits(x) for x in [*reports, result.solution])
+
+    model.limit -= 1
+    result = improver().solve(model, time.monotonic() + 0.3, None, reports.append, 0)
+    assert result.status is Status.UNKNOWN and result.solution is None

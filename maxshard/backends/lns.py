@@ -47,7 +47,7 @@ import sys
 import numpy as np
 
 from .. import work
-from ..backend import Capabilities, Report, Result, Status, context, empty_answer
+from ..backend import Capabilities, Improver, Report, Result, Status, context
 from ..model import (
     Model,
     penalties,
@@ -63,7 +63,7 @@ from ..search.tree import Trees
 DEBUG = bool(os.environ.get("MAXSHARD_DEBUG"))
 
 
-class LNS(Searching):
+class LNS(Searching, Improver):
     name = "lns"
     capabilities = Capabilities(
         exact=False, anytime=True, memory=True, lower_bound=False, deterministic=True
@@ -94,23 +94,10 @@ class LNS(Searching):
     #: tree_size)
     tree_size = 2000
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
+    def improve(
+        self, model: Model, x: np.ndarray, deadline: float, report: Report, seed: int
     ) -> Result:
-        if (empty := empty_answer(model)) is not None:
-            return empty
         rng = np.random.default_rng(seed)
-        x = incumbent if incumbent is not None else model.min_usage_solution()
-        if not model.fits(x):
-            x = model.min_usage_solution()
-            if not model.fits(x):
-                return Result(Status.UNKNOWN)
-        x = np.array(x, dtype=np.int64)
         cost, load = model.cost(x), model.load(x)
         graph = Adjacency(model)
         binds = model.limit is not None and len(model.base) > 0

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import Capabilities, Report, Result, Status, context, empty_answer
+from ..backend import Capabilities, Improver, Report, Result, Status, context
 from ..model import Model
 from ..search.local import Search, warm_up
 
 
-class LocalSearch:
+class LocalSearch(Improver):
     name = "local"
     capabilities = Capabilities(
         exact=False, anytime=True, memory=True, lower_bound=False, deterministic=True
@@ -38,22 +38,11 @@ class LocalSearch:
     def prepare(self) -> None:
         warm_up()
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
+    def improve(
+        self, model: Model, x: np.ndarray, deadline: float, report: Report, seed: int
     ) -> Result:
-        if (empty := empty_answer(model)) is not None:
-            return empty
         search = Search(model, seed)
-        start = incumbent if incumbent is not None else model.min_usage_solution()
-        if not search.reset(start):
-            search.reset(model.min_usage_solution())
-        if not search.feasible():
-            return Result(Status.UNKNOWN)
+        search.reset(x)
         search.descend(deadline)
         report(search.x.copy())
         search.iterate(deadline, report, adopt=context(report).best)
