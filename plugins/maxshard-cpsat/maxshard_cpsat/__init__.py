@@ -33,6 +33,7 @@ class CpSat:
         nval = int(model.dom_off[-1])
         x = [cp.NewBoolVar(f"x{i}") for i in range(nval)]
         objective = []
+        pairs = []  # (indicator, value of u, value of v): a complete hint sets each
         for v in range(model.nv):
             cp.AddExactlyOne(x[model.dom_off[v] : model.dom_off[v + 1]])
         for i in range(nval):
@@ -52,6 +53,7 @@ class CpSat:
                     y = cp.NewBoolVar("")
                     cp.AddBoolOr([xa.Not(), xb.Not(), y])
                     objective.append(c * y)
+                    pairs.append((y, ou + int(a), ov + int(b)))
         if model.limit is not None:
             for p in range(len(model.base)):
                 live = np.flatnonzero((model.term_lo <= p) & (p < model.term_hi))
@@ -64,10 +66,14 @@ class CpSat:
                     cp.Add(sum(terms) <= int(model.limit - model.base[p]))
         cp.Minimize(sum(objective))
         if incumbent is not None:
+            # a complete hint (every x and every indicator) is one CP-SAT can
+            # take as its first solution; with the x alone it found none
+            chosen = np.zeros(nval, dtype=bool)
+            chosen[model.dom_off[:-1] + np.asarray(incumbent)] = True
             for i in range(nval):
-                cp.AddHint(x[i], 0)
-            for v, k in enumerate(incumbent):
-                cp.AddHint(x[int(model.dom_off[v] + k)], 1)
+                cp.AddHint(x[i], bool(chosen[i]))
+            for y, i, j in pairs:
+                cp.AddHint(y, bool(chosen[i] and chosen[j]))
 
         def decode(value) -> np.ndarray:
             return np.array(
