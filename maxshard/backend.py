@@ -122,14 +122,8 @@ class Backend(Protocol):
     name: str
     capabilities: Capabilities
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result: ...
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result: ...  # fmt: skip
 
 
 @runtime_checkable
@@ -200,14 +194,8 @@ class Improver:
     subclass implements :meth:`improve`.
     """
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         if not model.nv:
             return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
         x = incumbent if incumbent is not None else model.min_usage_solution()

@@ -32,14 +32,8 @@ class Dual:
     def prepare(self) -> None:
         warm_up()  # the diffusion bound's kernels, which the ascent starts from
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         ascent = Ascent(model)
         if not ascent.usable:
             return Result(Status.UNKNOWN)

@@ -134,14 +134,8 @@ class External:
         self.spec = spec
         self.name = spec.name
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         from ..formats import FormatError, Header, export, restore
 
         fmt = self.spec.format

@@ -40,14 +40,8 @@ class Highs:
     #: :meth:`solve`); False: every kept point's row from the start
     lazy_memory = False
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         if model.nv == 0:  # HiGHS reports an empty model as such, not as solved
             x = np.zeros(0, dtype=np.int64)
             report(x)

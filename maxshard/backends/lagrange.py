@@ -154,14 +154,8 @@ class Lagrange(Searching):
     # on each relaxed solution, 6 s of local search on each repaired one; none
     # beat the spread between seeds.
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         search = Search(model, seed)
         if incumbent is None or not search.reset(incumbent):
             search.reset(model.min_usage_solution())

@@ -83,14 +83,8 @@ class RC2:
     name = "rc2"
     capabilities = Capabilities(exact=True, anytime=True, memory=True, lower_bound=True)
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         now = time.monotonic()
         enc = Encoding(model, now + DIAGRAM_SHARE * (deadline - now))
         best: list = [None, None]  # cost, solution

@@ -32,14 +32,8 @@ class Scip:
         except ImportError:
             raise BackendError("scip needs pyscipopt: pip install 'maxshard[scip]'") from None
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         import pyscipopt
 
         from ..formats import FormatError, Header, export

@@ -53,14 +53,8 @@ class Toulbar2:
     def prepare(self) -> None:
         driver.load()
 
-    def solve(
-        self,
-        model: Model,
-        deadline: float,
-        incumbent: np.ndarray | None,
-        report: Report,
-        seed: int = 0,
-    ) -> Result:
+    def solve(self, model: Model, deadline: float, incumbent: np.ndarray | None,
+              report: Report, seed: int = 0) -> Result:  # fmt: skip
         """Search until a proof or the deadline, restarting from the best answer.
 
         toulbar2 prunes with its initial upper bound before and while it
