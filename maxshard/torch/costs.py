@@ -104,7 +104,7 @@ def _ns(costs: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Graph:
+class TracedStep:
     """What the builder needs from a traced step: its instance nodes in order
     with their strategies, and which are parameters (with their gradients)."""
 
@@ -116,7 +116,7 @@ class Graph:
 
 
 def build(
-    graph: Graph, name: str, usage_limit: int | None, row: Any, optimizer_states: int = 0
+    graph: TracedStep, name: str, usage_limit: int | None, row: Any, optimizer_states: int = 0
 ) -> Instance:
     """The maxshard instance of ``graph`` (see the module docstring);
     ``row(menu, spec)`` prices moving each of ``menu``'s outputs to ``spec``."""
@@ -188,7 +188,7 @@ def _gradient_table(param: OpStrategy, grad: OpStrategy, row: Any) -> np.ndarray
     return np.array([row(grad, p.output_spec) for p in param.strategies], dtype=np.float64)
 
 
-def _lifetimes(graph: Graph, index: dict[torch.fx.Node, int]) -> tuple[np.ndarray, np.ndarray]:
+def _lifetimes(graph: TracedStep, index: dict[torch.fx.Node, int]) -> tuple[np.ndarray, np.ndarray]:
     """``[lo, hi)`` of each node in the traced order: from the node to its last
     consumer (a view's consumers count for its base); to the end for what the
     step returns and for parameters (over the whole step)."""

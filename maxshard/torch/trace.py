@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from ..instance import Instance
-from .costs import Graph, build
+from .costs import TracedStep, build
 from .network import Network
 from .strategies import Enumerator, output_specs
 
@@ -298,7 +298,7 @@ def _first_tensor(out: Any) -> torch.Tensor:
     raise TorchPlanError("the model's output has no tensor to take a loss of; pass loss=")
 
 
-def _graph(module: torch.fx.GraphModule, menus: dict, names: _Names) -> Graph:
+def _graph(module: torch.fx.GraphModule, menus: dict, names: _Names) -> TracedStep:
     nodes = [n for n in module.graph.nodes if n in menus]
     index = {node: k for k, node in enumerate(nodes)}
     by_name = {n.name: n for n in nodes}
@@ -315,7 +315,7 @@ def _graph(module: torch.fx.GraphModule, menus: dict, names: _Names) -> Graph:
         if isinstance(g, torch.fx.Node) and g in index
     }
     outputs = {index[loss]} | set(gradients.values())
-    return Graph(
+    return TracedStep(
         nodes=nodes,
         menus=[menus[n] for n in nodes],
         params=params,
