@@ -198,8 +198,8 @@ class Improver:
               report: Report, seed: int = 0) -> Result:  # fmt: skip
         if not model.nv:
             return Result(Status.OPTIMAL, np.zeros(0, dtype=np.int64), model.offset)
-        x = incumbent if incumbent is not None else model.min_usage_solution()
-        if not model.fits(x):
+        x = incumbent
+        if x is None or not model.fits(x):
             x = model.min_usage_solution()
             if not model.fits(x):
                 return Result(Status.UNKNOWN)

@@ -7,10 +7,9 @@ from maxshard.backend import Status
 from maxshard.backends.lns import LNS
 from maxshard.backends.local import LocalSearch
 from maxshard.evaluate import evaluate
-from maxshard.reader import read_instance
 from maxshard.reduce import reduce
 
-from .conftest import brute_force, generated, reduced, write_problem
+from .conftest import brute_force, generated, reduced
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -48,19 +47,16 @@ def test_respects_deadline(tmp_path):
 
 
 @pytest.mark.parametrize("improver", [LocalSearch, LNS])
-def test_improvers_answer_an_emptied_model_and_start_from_what_fits(tmp_path, improver):
+def test_improvers_answer_an_emptied_model_and_start_from_what_fits(tmp_path, example, improver):
     """The :class:`~maxshard.backend.Improver` base: an emptied model gets its
     answer, an incumbent that does not fit gives way to the minimum-usage
     solution, and where nothing fits the answer is UNKNOWN."""
-    two = {"nodes": {"intervals": [[0, 2], [1, 3]], "costs": [[5], [7, 9]],
-                     "usages": [[1], [1, 1]]},
-           "edges": {"nodes": [[0, 1]], "costs": [[3, 0]]}}  # fmt: skip
-    inst = read_instance(write_problem(tmp_path / "two.json", {"problem": two}))
-    model = reduce(inst)
-    assert model.nv == 0  # the precondition: presolve empties it
+    model = reduce(example)
+    assert model.nv == 0  # the precondition: presolve empties the contest's example
     result = improver().solve(model, time.monotonic() + 5, None, lambda x: None, 0)
     assert result.status is Status.OPTIMAL and len(result.solution) == 0
-    assert result.lower_bound == evaluate(inst, model.reconstruct(result.solution)).cost == 14
+    cost = evaluate(example, model.reconstruct(result.solution)).cost
+    assert result.lower_bound == cost == brute_force(example)[0]
 
     inst = generated(tmp_path, 1, nodes=30, max_strategies=4, forbidden=0.0, tightness=0.3)
     model = reduced(inst)
