@@ -111,11 +111,7 @@ class Ascent:
 
     def restore(self, state: dict) -> None:
         """Go on from :meth:`state` of an ascent on the same model."""
-        d = self.diffusion
-        if len(state.get("phi_row", ())) == len(d.phi_row) and len(state.get("phi_col", ())) == len(
-            d.phi_col
-        ):
-            d.phi_row, d.phi_col = np.array(state["phi_row"]), np.array(state["phi_col"])
+        self.diffusion.restore(state)
         if len(state.get("lam", ())) == len(self.lam):
             self.lam = np.array(state["lam"], dtype=np.float64)
 

@@ -51,8 +51,9 @@ best-bounding round (:attr:`Lagrange.dive_climb`). Each toulbar2 round:
 
 Where memory binds nowhere (no limit, or presolve kept no time point) there
 is nothing to price: the loop runs :meth:`Lagrange.free_rounds` instead, the
-dive's rounding without prices, whose diffusion bound often proves its
-answer optimal (the frameworks' models without a memory limit).
+dive's rounding without prices on TRW-S's messages (:class:`~maxshard.bound.TRWS`),
+whose bound often proves its answer optimal (the frameworks' models without a
+memory limit).
 
 Every solution it reports fits in memory (the relinking never leaves the
 feasible region). Each better bound is reported as soon as it is found. After
@@ -73,7 +74,7 @@ import numpy as np
 from .. import work
 from ..ascent import state_of
 from ..backend import Capabilities, Context, Report, Result, Status, context
-from ..bound import Diffusion, integer_bound, slack
+from ..bound import TRWS, integer_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model
 from ..search import Searching
@@ -162,10 +163,10 @@ class Lagrange(Searching):
         search.descend(deadline)
         best = Standing(model, search.x.copy(), report)
         report(best.x)
-        if model.limit is None or not len(model.base):  # nothing to price
-            self.free_rounds(model, search, best, deadline)
-            return best.result()
         ctx = context(report)
+        if model.limit is None or not len(model.base):  # nothing to price
+            self.free_rounds(model, search, best, deadline, ctx)
+            return best.result()
         prices, warm = self._start_prices(model, best.cost, ctx)
         diving = self._dive_span(prices, warm, deadline)
         if diving is not None:
@@ -175,19 +176,27 @@ class Lagrange(Searching):
             self._rounds(model, prices, search, best, deadline, seed)
         return best.result()
 
-    def free_rounds(self, model: Model, search: Search, best: Standing, deadline: float) -> None:
+    def free_rounds(
+        self, model: Model, search: Search, best: Standing, deadline: float, ctx: Context
+    ) -> None:
         """Where memory binds nowhere, what is left is the pairwise problem, whose
-        local-polytope bound min-sum diffusion climbs: each round sweeps it a few
-        times (:class:`~maxshard.search.dive.Rounding`, no prices), rounds every
-        variable to the value its reparametrised cost ranks first and descends;
-        the bound often proves the best optimal (the frameworks' models without
-        a memory limit). Once the rounds bring nothing new, local search goes on
-        from the best until ``deadline``."""
-        diffusion = Diffusion(model)  # not usable where forbidden unary costs keep it out
-        rounding = Rounding(model, diffusion, int(search.rng.integers(2**31)))
+        local-polytope bound TRW-S's message passing climbs: each round sweeps it
+        a few times (:class:`~maxshard.search.dive.Rounding`, no prices), decodes
+        a solution from the messages and descends; the bound often proves the
+        best optimal (the frameworks' models without a memory limit). The
+        messages go on from those of this loop in an earlier stage, and are
+        handed over every second. Once the rounds bring nothing new, local
+        search goes on from the best until ``deadline``."""
+        messages = TRWS(model)  # not usable where forbidden unary costs keep it out
+        if isinstance(ctx.inherited, dict):
+            messages.restore(ctx.inherited)
+        rounding = Rounding(model, messages, int(search.rng.integers(2**31)))
         no_prices = np.zeros(len(model.unary))
-        last, top = None, -math.inf
-        while diffusion.usable and work.now() < deadline:
+        last, top, shared = None, -math.inf, work.now()
+        while messages.usable and work.now() < deadline:
+            if work.now() > shared + 1:
+                ctx.hand_over(state_of(np.zeros(0), messages))
+                shared = work.now()
             x, value = rounding.solve(no_prices)
             if value is not None and best.raise_bound(integer_bound(model, value, 0.0)):
                 return
@@ -197,6 +206,8 @@ class Lagrange(Searching):
             top = max(top, value) if value is not None else top
             best.offer(x)
             last = x
+        if messages.usable:
+            ctx.hand_over(state_of(np.zeros(0), messages))
         search.reset(best.x)
         search.iterate(deadline, best.offer)
 

@@ -63,10 +63,9 @@ class Rounding:
             for _ in range(SWEEPS):
                 self.diffusion.sweep(unary)
             value = self.diffusion.value(unary)
-            ranked = self.diffusion.node_costs(unary)
+            x = self.diffusion.decode(unary)
         else:
-            ranked = unary
-        x = segment_argmin(ranked, model.dom_off)
+            x = segment_argmin(unary, model.dom_off)
         self.free.g = self.graph._replace(unary=unary)
         self.free.x = x
         self.free.ld = kernels.new_load(model.load(x))

@@ -211,7 +211,7 @@ class Search:
 
 
 def warm_up() -> float:
-    """Load the kernels (local search's, the diffusion bound's and the dual
+    """Load the kernels (local search's, the diffusion bound's, TRW-S's and the dual
     ascent's multiplier LP's) into this process, compiling them if numba's
     cache lacks them; returns the seconds it took (0 once loaded).
 
@@ -227,6 +227,7 @@ def warm_up() -> float:
     import json
 
     from ..ascent import Ascent  # the dual ascent's kernels (1.4 s to compile)
+    from ..bound import TRWS
     from ..generate import generate
     from ..reader import parse_instance
     from ..reduce import reduce
@@ -247,6 +248,9 @@ def warm_up() -> float:
     ascent = Ascent(model)
     ascent.diffusion.bound(None, None, math.inf, sweeps=1)
     ascent.step(math.inf)  # the model has memory: the multiplier LP's kernel too
+    trws = TRWS(model)  # the free rounds' message passing
+    trws.sweep(model.unary.astype(np.float64))
+    trws.decode(model.unary.astype(np.float64))
     _warm = True
     return time.monotonic() - start
 
