@@ -60,6 +60,9 @@ from .model import Model, segment_argmin
 class Diffusion:
     """Messages of one model, kept between calls (a warm start for new multipliers)."""
 
+    #: swept as TRW-S (:class:`TRWS`), not as diffusion
+    trws = False
+
     def __init__(self, model: Model) -> None:
         self.model = model
         self.usable = not bool((model.unary >= FORBIDDEN).any())
@@ -74,6 +77,7 @@ class Diffusion:
         self.inc_side = (order >= model.m).astype(np.int64)  # 0: the row end, 1: the column end
         width = int((np.diff(self.inc_off) * dom).max()) if model.nv else 0
         self.scratch = np.zeros(max(1, width))
+        self.total = np.zeros(int(dom.max()) if model.nv else 1)  # a variable's pulled-in cost
         self.forward = True
 
     def restore(self, state: dict) -> None:
@@ -84,7 +88,8 @@ class Diffusion:
             self.phi_row, self.phi_col = np.array(row), np.array(col)
 
     def sweep(self, unary: np.ndarray) -> None:
-        """Level every variable once, for (penalised) unary costs ``unary``.
+        """Level every variable once (TRW-S: pass it), for (penalised) unary costs
+        ``unary``.
 
         (Soft minima in the min-marginals, the smoothed dual, were tried at the
         ascent's stall on S: from 1,511,160,841 after 200 s, 60 s of them at
@@ -95,8 +100,9 @@ class Diffusion:
         m = self.model
         _sweep(
             self.forward, m.dom_off, self.inc_off, self.inc_edge, self.inc_side,
-            m.edge_off, m.dom_size[m.edge_v], self.cost, unary,
+            m.edge_u, m.edge_v, m.edge_off, m.dom_size[m.edge_v], self.cost, unary,
             self.phi_row, self.row_base, self.phi_col, self.col_base, self.scratch,
+            self.total, self.trws,
         )  # fmt: skip
         self.forward = not self.forward
         work.count("sweep", len(self.cost) + len(unary))
@@ -154,24 +160,7 @@ class TRWS(Diffusion):
     """:class:`Diffusion`'s messages, swept and decoded as TRW-S does (the module
     docstring)."""
 
-    def __init__(self, model: Model) -> None:
-        super().__init__(model)
-        self.total = np.zeros(max(1, int(model.dom_size.max()) if model.nv else 1))
-
-    def sweep(self, unary: np.ndarray) -> None:
-        """Pass every variable once, forward and backward in turn, for (penalised)
-        unary costs ``unary``."""
-        if not self.model.m:
-            return
-        m = self.model
-        _sweep_trws(
-            self.forward, m.dom_off, self.inc_off, self.inc_edge, self.inc_side,
-            m.edge_u, m.edge_v, m.edge_off, m.dom_size[m.edge_v], self.cost, unary,
-            self.phi_row, self.row_base, self.phi_col, self.col_base, self.scratch, self.total,
-        )  # fmt: skip
-        self.forward = not self.forward
-        work.count("sweep", len(self.cost) + len(unary))
-        work.count("call", 0.3)
+    trws = True
 
     def decode(self, unary: np.ndarray) -> np.ndarray:
         """A solution read in sweep order: each variable's value minimising its
@@ -213,91 +202,72 @@ def integer_bound(model: Model, value: float, promised: float) -> int:
     return model.offset + math.ceil(value - promised - margin)
 
 
+@njit(cache=True, inline="always")
+def _pull(
+    v, dom_off, inc_off, inc_edge, inc_side, edge_off, ncols, cost, unary,
+    phi_row, row_base, phi_col, col_base, m_e, total,
+):  # fmt: skip
+    """The min-marginal of every edge at ``v`` (``m_e[j * d + a]``, strided through
+    its table), and ``v``'s cost with all of them pulled in (``total[a]``)."""
+    first, d = dom_off[v], dom_off[v + 1] - dom_off[v]
+    k0, deg = inc_off[v], inc_off[v + 1] - inc_off[v]
+    for j in range(deg):
+        e, nc = inc_edge[k0 + j], ncols[inc_edge[k0 + j]]
+        base = edge_off[e]
+        if inc_side[k0 + j] == 0:  # v is the row end: a row per value, the columns' messages
+            for a in range(d):
+                m = _marginal(cost, base + a * nc, 1, nc, phi_col, col_base[e])
+                m_e[j * d + a] = m - phi_row[row_base[e] + a]
+        else:  # v is the column end
+            nr = (edge_off[e + 1] - base) // nc
+            for b in range(d):
+                m = _marginal(cost, base + b, nc, nr, phi_row, row_base[e])
+                m_e[j * d + b] = m - phi_col[col_base[e] + b]
+    for a in range(d):
+        t = unary[first + a]
+        for j in range(deg):
+            e = inc_edge[k0 + j]
+            if inc_side[k0 + j] == 0:
+                t += phi_row[row_base[e] + a] + m_e[j * d + a]
+            else:
+                t += phi_col[col_base[e] + a] + m_e[j * d + a]
+        total[a] = t
+
+
 @njit(cache=True)
 def _sweep(
-    forward, dom_off, inc_off, inc_edge, inc_side, edge_off, ncols, cost, unary,
-    phi_row, row_base, phi_col, col_base, m_e,
-):  # fmt: skip
-    nv = len(dom_off) - 1
-    for step in range(nv):
-        v = step if forward else nv - 1 - step
-        first, d = dom_off[v], dom_off[v + 1] - dom_off[v]
-        k0, deg = inc_off[v], inc_off[v + 1] - inc_off[v]
-        if deg == 0:
-            continue
-        # min-marginal of every incident edge (strided through its table)
-        for j in range(deg):
-            e, nc = inc_edge[k0 + j], ncols[inc_edge[k0 + j]]
-            base = edge_off[e]
-            if inc_side[k0 + j] == 0:  # v is the row end: a row per value, the columns' messages
-                for a in range(d):
-                    m = _marginal(cost, base + a * nc, 1, nc, phi_col, col_base[e])
-                    m_e[j * d + a] = m - phi_row[row_base[e] + a]
-            else:  # v is the column end
-                nr = (edge_off[e + 1] - base) // nc
-                for b in range(d):
-                    m = _marginal(cost, base + b, nc, nr, phi_row, row_base[e])
-                    m_e[j * d + b] = m - phi_col[col_base[e] + b]
-        for a in range(d):
-            total = unary[first + a]
-            for j in range(deg):
-                e = inc_edge[k0 + j]
-                if inc_side[k0 + j] == 0:
-                    total += phi_row[row_base[e] + a] + m_e[j * d + a]
-                else:
-                    total += phi_col[col_base[e] + a] + m_e[j * d + a]
-            level = total / (deg + 1)
-            for j in range(deg):
-                e = inc_edge[k0 + j]
-                if inc_side[k0 + j] == 0:
-                    phi_row[row_base[e] + a] += m_e[j * d + a] - level
-                else:
-                    phi_col[col_base[e] + a] += m_e[j * d + a] - level
-
-
-@njit(cache=True)
-def _sweep_trws(
     forward, dom_off, inc_off, inc_edge, inc_side, edge_u, edge_v, edge_off, ncols, cost,
-    unary, phi_row, row_base, phi_col, col_base, m_e, total,
+    unary, phi_row, row_base, phi_col, col_base, m_e, total, trws,
 ):  # fmt: skip
+    """One sweep of diffusion (``trws`` false: every edge's min-marginal and
+    the variable levelled to their mean) or of TRW-S (each edge ahead gets
+    ``1 / max(behind, ahead)`` of the variable's cost, those behind nothing)."""
     nv = len(dom_off) - 1
     for step in range(nv):
         v = step if forward else nv - 1 - step
-        first, d = dom_off[v], dom_off[v + 1] - dom_off[v]
+        d = dom_off[v + 1] - dom_off[v]
         k0, deg = inc_off[v], inc_off[v + 1] - inc_off[v]
         if deg == 0:
             continue
-        later = 0  # edges towards variables later in this sweep
-        for j in range(deg):
-            e, nc = inc_edge[k0 + j], ncols[inc_edge[k0 + j]]
-            base = edge_off[e]
-            if inc_side[k0 + j] == 0:  # v is the row end
-                later += (edge_v[e] > v) == forward
-                for a in range(d):
-                    m = _marginal(cost, base + a * nc, 1, nc, phi_col, col_base[e])
-                    m_e[j * d + a] = m - phi_row[row_base[e] + a]
-            else:
-                later += (edge_u[e] > v) == forward
-                nr = (edge_off[e + 1] - base) // nc
-                for b in range(d):
-                    m = _marginal(cost, base + b, nc, nr, phi_row, row_base[e])
-                    m_e[j * d + b] = m - phi_col[col_base[e] + b]
-        share = 1.0 / max(later, deg - later)
-        for a in range(d):  # v's cost with every edge's min-marginal pulled in
-            t = unary[first + a]
+        _pull(v, dom_off, inc_off, inc_edge, inc_side, edge_off, ncols, cost, unary,
+              phi_row, row_base, phi_col, col_base, m_e, total)  # fmt: skip
+        if trws:
+            ahead = 0  # edges towards variables later in this sweep
             for j in range(deg):
                 e = inc_edge[k0 + j]
-                if inc_side[k0 + j] == 0:
-                    t += phi_row[row_base[e] + a] + m_e[j * d + a]
-                else:
-                    t += phi_col[col_base[e] + a] + m_e[j * d + a]
-            total[a] = t
-        for j in range(deg):  # the edges ahead get ``share`` of it, those behind nothing
+                ahead += ((edge_v[e] if inc_side[k0 + j] == 0 else edge_u[e]) > v) == forward
+            share = 1.0 / max(ahead, deg - ahead)
+            for a in range(d):  # what an edge ahead is left with
+                total[a] *= share
+        else:
+            for a in range(d):  # the level every edge is left with
+                total[a] /= deg + 1
+        for j in range(deg):
             e = inc_edge[k0 + j]
             row = inc_side[k0 + j] == 0
-            ahead = ((edge_v[e] if row else edge_u[e]) > v) == forward
+            gets = not trws or ((edge_v[e] if row else edge_u[e]) > v) == forward
             for a in range(d):
-                give = m_e[j * d + a] - (share * total[a] if ahead else 0.0)
+                give = m_e[j * d + a] - (total[a] if gets else 0.0)
                 if row:
                     phi_row[row_base[e] + a] += give
                 else:

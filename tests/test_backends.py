@@ -343,3 +343,20 @@ def test_a_toulbar2_search_held_to_its_backtrack_limit_proves_nothing(tmp_path, 
     proved, x = toulbar2.run(short, model.nv, 1e-6, lambda _x: None)  # a backtrack's worth
     assert short.GetNbBacktracks() >= 1, "precondition: the search was held to its limit"
     assert not proved
+
+
+def test_a_short_toulbar2_solve_leaves_no_backtrack_limit_behind(tmp_path):
+    """toulbar2's options are process-wide: a solve held to a few backtracks
+    (under a second) must not hold the next problem of the process, built
+    elsewhere (an outside solver's test, a user's own pytoulbar2), to them."""
+    import pytoulbar2
+
+    from maxshard.search import toulbar2
+
+    inst = generated(tmp_path, 6, nodes=200, max_strategies=8, forbidden=0.0, functional=0.0)
+    model = reduce(inst)
+    cfn = toulbar2.build(model, model.unary, 0, None, memory=False)
+    with toulbar2.budget(cfn, 0.01):
+        assert cfn.Option.backtrackLimit < toulbar2.NO_LIMIT, "precondition: the solve is held"
+    toulbar2.solve_quietly(toulbar2.build(model, model.unary, 0, None, memory=False), 0.01)
+    assert pytoulbar2.CFN(verbose=-1).Option.backtrackLimit == toulbar2.NO_LIMIT

@@ -10,7 +10,8 @@ A *dive* makes each round cheap by solving the relaxed problem roughly:
 
 1. a few sweeps of min-sum diffusion (:class:`~maxshard.bound.Diffusion`)
    on the priced costs, the messages kept from round to round;
-2. every variable takes the value its reparametrised cost ranks first;
+2. a solution decoded from the messages (:meth:`~maxshard.bound.Diffusion.decode`:
+   each variable's best reparametrised value; TRW-S's in sweep order);
 3. a memory-free descent (iterated conditional modes) on the priced costs
    settles what the rounding left inconsistent along the edges.
 

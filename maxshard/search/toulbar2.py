@@ -187,20 +187,23 @@ def budget(cfn, seconds: float) -> Iterator[int]:
     its end. (toulbar2's options are process-wide: set before every solve.)"""
     price = node_price(cfn)
     backtracks = max(1, int((seconds - setup(cfn)) * work.RATES["tb2-node"] / (3 * price)))
-    if not work.deterministic():
-        cfn.Option.backtrackLimit = backtracks if seconds < 1 else NO_LIMIT
-        yield max(1, int(seconds))
-        return
-    cfn.Option.backtrackLimit = backtracks
-    if seconds >= work.RESERVE_MIN:
-        with work.reserved(seconds):
-            yield 0
-        return
     try:
-        yield 0
-    finally:
-        searched = (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * price
-        work.count("tb2-node", setup(cfn) * work.RATES["tb2-node"] + searched)
+        if not work.deterministic():
+            cfn.Option.backtrackLimit = backtracks if seconds < 1 else NO_LIMIT
+            yield max(1, int(seconds))
+            return
+        cfn.Option.backtrackLimit = backtracks
+        if seconds >= work.RESERVE_MIN:
+            with work.reserved(seconds):
+                yield 0
+            return
+        try:
+            yield 0
+        finally:
+            searched = (cfn.GetNbNodes() + cfn.GetNbBacktracks()) * price
+            work.count("tb2-node", setup(cfn) * work.RATES["tb2-node"] + searched)
+    finally:  # the option is process-wide: a later toulbar2 problem gets its default
+        cfn.Option.backtrackLimit = NO_LIMIT
 
 
 def build(
