@@ -1,5 +1,6 @@
 """Exact backends against brute force (the orchestrator: tests/test_orchestrate.py)."""
 
+import os
 import time
 
 import numpy as np
@@ -229,6 +230,71 @@ def test_toulbar2_restarts_bounded_by_its_best_answer(tmp_path, monkeypatch):
     assert all(model.fits(x) and not model.forbidden(x) for x in found.solutions)
     assert result.status == Status.FEASIBLE
     assert model.cost(result.solution) - model.offset == min(costs)
+
+
+def test_toulbar2_search_from_a_loose_bound_restarts_from_a_peers_answer(tmp_path, monkeypatch):
+    """A search with no answer of its own yet, whose bound another worker's
+    answer beats by half (here: it has none), ends at once and starts again
+    bounded by that answer."""
+    from maxshard.backend import Context
+    from maxshard.search import toulbar2
+
+    inst = generated(
+        tmp_path, 1, nodes=600, edges=2400, max_strategies=6, forbidden=0.0, functional=0.0
+    )
+    model = reduce(inst)
+    peer = model.min_usage_solution()
+    assert model.fits(peer)  # precondition: the peer's answer fits
+
+    class Run(Context):
+        """A run whose best is the peer's answer from its second reading on."""
+
+        def __init__(self) -> None:
+            super().__init__(Recorder())
+            self.reads = 0
+
+        def best(self):
+            self.reads += 1
+            return None if self.reads == 1 else peer
+
+    bounds, answers = [], []
+    real_build, real_run = toulbar2.build, toulbar2.run
+    monkeypatch.setattr(
+        toulbar2,
+        "build",
+        lambda m, u, s, ub, **k: (bounds.append(ub), real_build(m, u, s, ub, **k))[1],
+    )
+    monkeypatch.setattr(
+        toulbar2, "run", lambda *a, **k: (r := real_run(*a, **k), answers.append(r[1]))[0]
+    )
+    backend = Toulbar2()
+    backend.vac = 0
+    backend.solve(model, time.monotonic() + 4, None, Run(), 0)
+    assert bounds[0] is None and answers[0] is None  # ended before an answer of its own
+    assert bounds[1] == model.cost(peer) - model.offset
+
+
+def test_toulbar2_stop_watches_its_peers_only_until_its_own_first_answer():
+    """The reader's :class:`Stop`: with no answer of its own, a peer's answer
+    below half the bound ends the search at once, one below the bound itself
+    after a quiet spell from the start; once it has its own, only its own
+    quiet spell counts."""
+    from maxshard.search.toulbar2 import Stop
+
+    run_best = {"cost": 80.0}
+    beaten = lambda fraction: run_best["cost"] < fraction * 100  # noqa: E731 (bound 100)
+    stop = Stop(os.getpid(), None, quiet=5.0, beaten=beaten, outpaced=0.5)
+    assert not stop()  # beaten, not by half, and not yet quiet
+    stop.begun -= 6
+    assert stop()  # quiet for 6 s since its start, a peer below its bound
+    run_best["cost"] = 120.0
+    assert not stop()  # nothing below its bound: nothing to restart from
+    stop.begun += 6
+    run_best["cost"] = 40.0
+    assert stop()  # outpaced: at once
+    stop.seen()
+    assert not stop()  # its own answer: peers no longer end it
+    assert not Stop(os.getpid(), None, quiet=5.0)()  # watching no peers
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .. import work
-from ..backend import Capabilities, Report, Result, Status, context
+from ..backend import Capabilities, Context, Report, Result, Status, context
 from ..instance import FORBIDDEN
 from ..model import Model
 from ..search import toulbar2 as driver
@@ -47,8 +47,15 @@ class Toulbar2:
     restart_full_eac = True
 
     #: a search that found an answer, then nothing better for this many seconds,
-    #: restarts with that answer's cost as its initial bound (see :meth:`solve`)
+    #: restarts with that answer's cost as its initial bound (see :meth:`solve`);
+    #: so does one that found nothing for as long while a peer beat its bound
     restart_quiet = 10.0
+
+    #: a search with no answer yet whose bound another worker's answer brings
+    #: below this fraction of it starts again from that answer: from a loose
+    #: bound (a start's) toulbar2's first answer comes seconds later (history:
+    #: *toulbar2 outpaced*)
+    outpaced_ratio = 0.5
 
     def prepare(self) -> None:
         driver.load()
@@ -65,7 +72,10 @@ class Toulbar2:
         with no bound it found it at 61 s, its proven gap still 18.4% at 350 s.
         So a search whose answers have stopped improving for
         :attr:`restart_quiet` seconds starts again, bounded by its best (or
-        another worker's, if better).
+        another worker's, if better). A search with no answer yet starts again
+        from another worker's once that one costs less than
+        :attr:`outpaced_ratio` of its bound, or less at all after
+        :attr:`restart_quiet` seconds (:class:`RunBest`).
         """
         from pytoulbar2.pytb2 import Contradiction
 
@@ -90,12 +100,23 @@ class Toulbar2:
             seconds = math.floor(deadline - work.now())
             if seconds < 1:
                 break
-            solved, x = driver.run(cfn, model.nv, seconds, report, quiet=self.restart_quiet)
+            peers = RunBest.of(model, report, best)
+            solved, x = driver.run(
+                cfn, model.nv, seconds, report, quiet=self.restart_quiet,
+                beaten=peers, outpaced=self.outpaced_ratio,
+            )  # fmt: skip
             if x is not None:
                 report(x)  # the reader process reported it already, but not to in-process callers
                 best = x
             if solved:  # with no new answer: nothing below the bound exists
                 return proved(model, best)
+            if peers is not None:
+                outpaced, beaten = peers(self.outpaced_ratio), peers(1.0)
+                incumbent = peers.latest  # (best() answers a change once: keep it)
+                if x is None and outpaced and deadline - work.now() >= 1:
+                    continue  # again as it was, from the run's best
+                if x is None and beaten:
+                    x = incumbent  # quiet, beaten by a peer: restarted from its answer
             if x is None:  # its time ran out before any answer
                 break
             # an answer and no proof: stopped to restart, or out of time (the loop ends)
@@ -103,6 +124,35 @@ class Toulbar2:
         if best is None:
             return Result(Status.UNKNOWN)
         return Result(Status.FEASIBLE, best)
+
+
+class RunBest:
+    """The run's best answer as a toulbar2 search sees it, read from the shared
+    incumbent: in the reader's process while toulbar2 searches, then in the
+    worker's. Called with ``fraction``: whether that answer costs less than
+    ``fraction`` of the answer the search was bounded by (any answer, if none);
+    :attr:`latest` is the last answer it read."""
+
+    def __init__(self, model: Model, ctx: Context, bound: np.ndarray | None) -> None:
+        self.model, self.ctx = model, ctx
+        self.bound = math.inf if bound is None else self.cost(bound)
+        self.latest: np.ndarray | None = None
+        self.latest_cost = math.inf
+
+    @classmethod
+    def of(cls, model: Model, report: Report, bound: np.ndarray | None) -> RunBest | None:
+        """The run's best for a search bounded by ``bound``; None in a
+        deterministic run (no clock to stop on)."""
+        return None if work.deterministic() else cls(model, context(report), bound)
+
+    def __call__(self, fraction: float) -> bool:
+        x = self.ctx.best()  # (only what changed since it was last asked)
+        if x is not None and self.model.fits(x):
+            self.latest, self.latest_cost = x, self.cost(x)
+        return self.latest_cost < fraction * self.bound
+
+    def cost(self, x: np.ndarray) -> float:
+        return self.model.cost(x) - self.model.offset
 
 
 def proved(model: Model, best: np.ndarray | None) -> Result:

@@ -32,7 +32,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -272,7 +272,14 @@ def deep_stack() -> None:
 
 
 def run(
-    cfn, nv: int, seconds: int, report: Report, grace: int = 0, quiet: float | None = None
+    cfn,
+    nv: int,
+    seconds: int,
+    report: Report,
+    grace: int = 0,
+    quiet: float | None = None,
+    beaten: Callable[[float], bool] | None = None,
+    outpaced: float = 0.0,
 ) -> tuple[bool, np.ndarray | None]:
     """Solve with a CPU-time limit; stream every printed solution to ``report``.
 
@@ -282,7 +289,11 @@ def run(
     of 3 on U), so a slightly slower machine lost whole rounds, and with them
     the loop's course. With ``quiet``, a search that has found a solution and
     then nothing better for ``quiet`` seconds ends there (to restart, see
-    :meth:`Toulbar2.solve`).
+    :meth:`Toulbar2.solve`). With ``beaten``, whether another worker's answer
+    costs less than a fraction of the search's bound (the reader asks it, in
+    its own process, every 50 ms), a search with no answer of its own ends:
+    at once below ``outpaced``; below the bound itself, with ``quiet``,
+    ``quiet`` seconds after its start.
 
     Returns (proved: toulbar2 finished its search, best solution or None). A
     finished search with no solution proves there is none below the initial bound.
@@ -292,32 +303,30 @@ def run(
     if threading.current_thread() is not threading.main_thread() or work.deterministic():
         # the stray-signal guard below needs the main thread; a deterministic
         # search has no clock to watch (its limit counts backtracks)
-        grace, quiet = 0, None
+        grace, quiet, beaten = 0, None, None
     if work.deterministic() and setup(cfn) > seconds:
         # its preprocessing alone would overrun its charge: not started
         return False, None
     with budget(cfn, seconds + grace) as limit:  # (a reader forked in it stamps its end)
-        return _run(cfn, nv, limit, report, grace, quiet)
+        stop = Stop(os.getpid(), limit - grace if grace else None, quiet, beaten, outpaced)
+        return _run(cfn, nv, limit, report, stop)
 
 
-def _run(cfn, nv: int, limit: int, report: Report, grace: int, quiet: float | None):
-    seconds = limit - grace  # the limit without grace (see run)
-    watched = bool(grace) or quiet is not None
+def _run(cfn, nv: int, limit: int, report: Report, stop: Stop):
+    watched = stop.watches()
     read_fd, write_fd = os.pipe()
-    parent = os.getpid()
     reader = os.fork()
     if reader == 0:  # child: parse toulbar2's stdout
         os.close(write_fd)
         status = 1
         try:
             if watched:
-                stop = Stop(parent, seconds if grace else None, quiet)
 
                 def seen(x: np.ndarray) -> None:
                     stop.seen()
                     report(x)
 
-                status = _forward(_watched(read_fd, parent, stop), nv, seen)
+                status = _forward(_watched(read_fd, stop.parent, stop), nv, seen)
             else:
                 status = _forward(os.fdopen(read_fd), nv, report)
         finally:
@@ -346,22 +355,40 @@ def _run(cfn, nv: int, limit: int, report: Report, grace: int, quiet: float | No
 
 
 class Stop:
-    """When the reader ends toulbar2's search early, once it has a solution: after
-    ``seconds`` of the searching process's user CPU time (the limit a search
-    given grace keeps once it has found something), or after ``quiet`` seconds
-    without a better solution (None: never)."""
+    """When the reader ends toulbar2's search early (see :func:`run`). With no
+    solution of its own: at once when ``beaten(outpaced)``, ``quiet`` seconds
+    after its start when ``beaten(1.0)``. Once it has one: after ``seconds`` of
+    the searching process's user CPU time (the limit a search given grace
+    keeps once it has found something), or after ``quiet`` seconds without a
+    better solution. (None: never.)"""
 
-    def __init__(self, parent: int, seconds: int | None, quiet: float | None) -> None:
+    def __init__(
+        self,
+        parent: int,
+        seconds: int | None,
+        quiet: float | None,
+        beaten: Callable[[float], bool] | None = None,
+        outpaced: float = 0.0,
+    ) -> None:
         self.parent, self.seconds, self.quiet = parent, seconds, quiet
+        self.beaten, self.outpaced = beaten, outpaced
         self.cpu_start = _user_seconds(parent)
+        self.begun = time.monotonic()
         self.last: float | None = None  # when the last solution came
+
+    def watches(self) -> bool:
+        """Whether there is anything to watch for."""
+        return self.seconds is not None or self.quiet is not None or self.beaten is not None
 
     def seen(self) -> None:
         self.last = time.monotonic()
 
     def __call__(self) -> bool:
         if self.last is None:
-            return False
+            if self.beaten is None:
+                return False
+            quiet = self.quiet is not None and time.monotonic() - self.begun >= self.quiet
+            return self.beaten(self.outpaced) or (quiet and self.beaten(1.0))
         if self.quiet is not None and time.monotonic() - self.last >= self.quiet:
             return True
         if self.seconds is None:
