@@ -13,7 +13,7 @@ import pytest
 from maxshard.evaluate import evaluate
 from maxshard.orchestrate import Best, Options, Plan, Stage, built_in, solve
 from maxshard.orchestrate.pipeline import stages_for
-from maxshard.orchestrate.plan import PlanError, built_in_text, describe, load, parse
+from maxshard.orchestrate.plan import Facts, PlanError, built_in_text, describe, load, parse
 
 from .conftest import EXAMPLE, generated
 
@@ -62,6 +62,19 @@ def test_the_default_plan_gives_every_worker_a_backend():
     assert stages(FEW_VARS, 2) == [(1.0, ["lagrange", "local"], None)]
     assert stages(SMALL, 1) == [(1.0, ["toulbar2"], None)]
     assert len(stages(SMALL, 6)[0][1]) == 6
+
+
+def test_small_memory_free_models_run_at_a_slower_pace_than_small_memory_ones():
+    """Up to 40 s, a small model with no kept point runs the same stages as one
+    whose memory binds, at its own pace (its toulbar2 nodes cost more than
+    their price): its deterministic budget is smaller."""
+    default = built_in("default")
+    free, tight = Facts.of(facts(0, 300), 2, 10.0), Facts.of(facts(400, 300), 2, 10.0)
+    assert default.stages(free) == default.stages(tight)
+    assert default.case(free).pace < default.case(tight).pace
+    assert default.case(Facts.of(facts(0, 300), 2, 41.0)) == default.case(
+        Facts.of(facts(400, 300), 2, 41.0)
+    )
 
 
 def test_the_proving_plan_keeps_a_bounding_worker_on_large_models():

@@ -318,7 +318,8 @@ WORDS = {"points": "time points", "variables": "variables", "workers": "workers"
 
 
 def describe(plan: Plan) -> str:
-    """The plan in words: one line per stage, under each case's conditions."""
+    """The plan in words: one line per stage, under each case's conditions and
+    pace."""
     lines = [f"plan {plan.name}:"]
     for case in plan.cases:
         conds = []
@@ -330,7 +331,8 @@ def describe(plan: Plan) -> str:
                 conds.append(f"{WORDS[what]} = {value:g}")
             else:
                 conds.append(f"{WORDS[what]} {'<=' if bound == 'max' else '>='} {value:g}")
-        lines.append("  " + ("when " + ", ".join(conds) if conds else "otherwise") + ":")
+        head = "when " + ", ".join(conds) if conds else "otherwise"
+        lines.append(f"  {head} (deterministic pace {case.pace:g}):")
         for k, s in enumerate(case.stages):
             lines.append(f"    stage {k + 1}, {100 * s.share:g}% of the time: {_workers(s)}")
     return "\n".join(lines)
