@@ -85,8 +85,8 @@ class Toulbar2:
             # worker's) that fits at a cost toulbar2 can take as its bound (no pick
             # at 10^18; where every answer has one, presolve priced them lower)
             found = (best, incumbent, context(report).best())
-            usable = [x for x in found if x is not None and model.fits(x) and bounded(model, x)]
-            best, incumbent = min(usable, key=model.cost, default=None), None
+            starts = [x for x in found if x is not None and usable(model, x)]
+            best, incumbent = min(starts, key=model.cost, default=None), None
             ub = None if best is None else driver.upper_bound(model.cost(best) - model.offset)
             try:
                 long = deadline - work.now() >= self.vac_seconds
@@ -147,7 +147,7 @@ class RunBest:
 
     def __call__(self, fraction: float) -> bool:
         x = self.ctx.best()  # (only what changed since it was last asked)
-        if x is not None and self.model.fits(x):
+        if x is not None and usable(self.model, x):  # what the next search could start from
             self.latest, self.latest_cost = x, self.cost(x)
         return self.latest_cost < fraction * self.bound
 
@@ -163,6 +163,7 @@ def proved(model: Model, best: np.ndarray | None) -> Result:
     return Result(Status.OPTIMAL, best, model.cost(best))
 
 
-def bounded(model: Model, x: np.ndarray) -> bool:
-    """``x`` has no pick at 10^18 (toulbar2's infinite cost)."""
-    return model.cost(x) - model.offset < FORBIDDEN
+def usable(model: Model, x: np.ndarray) -> bool:
+    """``x`` can bound a search: it fits, with no pick at 10^18 (toulbar2's
+    infinite cost)."""
+    return model.fits(x) and model.cost(x) - model.offset < FORBIDDEN
