@@ -426,3 +426,26 @@ def test_a_short_toulbar2_solve_leaves_no_backtrack_limit_behind(tmp_path):
         assert cfn.Option.backtrackLimit < toulbar2.NO_LIMIT, "precondition: the solve is held"
     toulbar2.solve_quietly(toulbar2.build(model, model.unary, 0, None, memory=False), 0.01)
     assert pytoulbar2.CFN(verbose=-1).Option.backtrackLimit == toulbar2.NO_LIMIT
+
+
+def test_a_toulbar2_solve_out_of_time_before_its_search_finds_nothing(tmp_path, monkeypatch):
+    """toulbar2 raises ``SolverOut`` when its time runs out in preprocessing
+    (VAC on a restarted search, with a second left): that is a search that
+    found nothing, not a failed backend."""
+    from pytoulbar2.pytb2 import SolverOut
+
+    from maxshard.search import toulbar2
+
+    inst = generated(tmp_path, 6, nodes=200, max_strategies=8, forbidden=0.0, functional=0.0)
+    model = reduce(inst)
+
+    def out_of_time(*_args, **_kw):
+        raise SolverOut()
+
+    for quietly in (False, True):
+        cfn = toulbar2.build(model, model.unary, 0, None, memory=False)
+        monkeypatch.setattr(cfn, "Solve", out_of_time)
+        if quietly:
+            assert toulbar2.solve_quietly(cfn, 1.0) is None
+        else:
+            assert toulbar2.run(cfn, model.nv, 1, lambda _x: None) == (False, None)

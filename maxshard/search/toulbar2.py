@@ -133,8 +133,20 @@ def solve_quietly(cfn, seconds: float) -> np.ndarray | None:
     """A short solve, its output thrown away: the best assignment found, or None.
     (:func:`run` is the long, watched and streamed kind.)"""
     with stdout_to(), budget(cfn, seconds) as limit:
-        result = cfn.Solve(timeLimit=limit)
+        result = _solve(cfn, timeLimit=limit)
     return np.asarray(result[0], dtype=np.int64) if result else None
+
+
+def _solve(cfn, **options):
+    """``cfn.Solve(**options)``; None when its time ran out before the search
+    began: toulbar2 raises ``SolverOut`` then (its preprocessing, VAC on a
+    restarted search, overran what was left; seen at the end of a 70 s run)."""
+    from pytoulbar2.pytb2 import SolverOut
+
+    try:
+        return cfn.Solve(**options)
+    except SolverOut:
+        return None
 
 
 #: toulbar2's backtrack limit when none is set (its default)
@@ -337,7 +349,7 @@ def _run(cfn, nv: int, limit: int, report: Report, stop: Stop):
         with stdout_to(write_fd):
             os.close(write_fd)  # fd 1 is now the pipe's only write end
             try:
-                result = cfn.Solve(showSolutions=1, timeLimit=limit)
+                result = _solve(cfn, showSolutions=1, timeLimit=limit)
             finally:
                 if watched:  # the reader may stop a search that just ended: ignore that signal
                     signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
