@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -23,6 +24,9 @@ def peak_rss_mb() -> float:
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, workers) / 1024
 
+
+#: the problem argument of every command that reads one
+ProblemArgument = Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")]
 
 SolverOption = Annotated[
     list[str] | None,

@@ -16,6 +16,7 @@ from ..output import solution_line, write_line
 from ..reader import InputError, read_bytes, read_instance
 from .app import app
 from .common import (
+    ProblemArgument,
     _fail,
     _parse_solution,
 )
@@ -23,7 +24,7 @@ from .common import (
 
 @app.command("evaluate")
 def evaluate_cmd(
-    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    problem: ProblemArgument,
     solution: Annotated[
         str,
         typer.Argument(help="Solution file (its last line is used) or a literal list '[0, 1]'."),
@@ -51,7 +52,7 @@ def evaluate_cmd(
 
 @app.command("info")
 def info_cmd(
-    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    problem: ProblemArgument,
     reduce: Annotated[
         bool, typer.Option("--reduce", help="Also run presolve, pass by pass.")
     ] = False,
@@ -177,7 +178,7 @@ def generate_cmd(
 
 @app.command("export")
 def export_cmd(
-    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    problem: ProblemArgument,
     out: Annotated[
         Path,
         typer.Argument(

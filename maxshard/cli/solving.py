@@ -15,6 +15,7 @@ from ..output import Progress, solution_line, write_line
 from ..reader import InputError
 from .app import app
 from .common import (
+    ProblemArgument,
     SolverOption,
     _declare,
     _exit_now,
@@ -27,7 +28,7 @@ from .common import (
 
 @app.command("solve", context_settings={"ignore_unknown_options": True})
 def solve_cmd(
-    problem: Annotated[Path, typer.Argument(help="Problem file (.json or .json.gz).")],
+    problem: ProblemArgument,
     timeout: Annotated[float, typer.Argument(help="Time budget in seconds.")] = 10.0,
     out: Annotated[Path | None, typer.Option(help="Write a JSON result here.")] = None,
     seed: Annotated[
