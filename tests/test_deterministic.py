@@ -14,7 +14,12 @@ import maxshard
 from maxshard import work
 from maxshard.evaluate import evaluate
 from maxshard.generate import cut, generate, to_problem, write_problem
-from maxshard.orchestrate.options import WORK_SHARE, default_work
+from maxshard.orchestrate.options import (
+    STARTUP_PER_STRATEGY,
+    STARTUP_SECONDS,
+    WORK_SHARE,
+    default_work,
+)
 from maxshard.reader import read_instance
 from maxshard.reduce import reduce
 from maxshard.registry import load
@@ -260,9 +265,35 @@ def test_the_default_budget_follows_the_time_given_and_the_plan_case_pace(tmp_pa
     plan = tmp_path / "plan.toml"
     plan.write_text(f'pace = {pace}\n[[stage]]\nshare = 1.0\nbackends = ["local", "local"]\n')
     result = maxshard.solve(EXAMPLE, 3, plan=plan, deterministic=True, workers=2)
-    assert result.work == default_work(3, 2, pace) == round(WORK_SHARE * 3 * 2 * pace, 2)
+    strategies = len(read_instance(EXAMPLE).cost)
+    left = 3 - STARTUP_SECONDS - STARTUP_PER_STRATEGY * strategies  # after the start-up
+    assert (
+        result.work
+        == default_work(3, 2, pace, strategies)
+        == round(WORK_SHARE * left * 2 * pace, 2)
+    )
     assert result.deterministic and result.work_reached <= result.work / 2 + 0.01
     assert evaluate(read_instance(EXAMPLE), result.solution).feasible
+
+
+def test_the_default_budget_leaves_a_larger_instance_more_start_up(tmp_path):
+    """The same seconds give a larger instance less work (its reading and
+    presolve take longer), and the same instance the same budget every time:
+    the start-up is estimated from the input, never measured."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text('pace = 0.2\n[[stage]]\nshare = 1.0\nbackends = ["local", "local"]\n')
+    small, large = tmp_path / "s.json", tmp_path / "l.json"
+    write_problem(generate(40, tightness=0.6, seed=3), small)
+    write_problem(generate(1000, max_strategies=40, tightness=0.6, seed=3), large)
+    budgets: dict[Path, set[float]] = {small: set(), large: set()}
+    for path in (small, large, small):
+        result = maxshard.solve(path, 3, plan=plan, deterministic=True, workers=2)
+        assert result.deterministic and evaluate(read_instance(path), result.solution).feasible
+        budgets[path].add(result.work)
+    sizes = {path: len(read_instance(path).cost) for path in (small, large)}
+    assert budgets[small] == {default_work(3, 2, 0.2, sizes[small])}
+    assert budgets[large] == {default_work(3, 2, 0.2, sizes[large])}
+    assert 0 < min(budgets[large]) < min(budgets[small])
 
 
 def test_iopddl_runs_deterministically_and_says_so(tmp_path):

@@ -104,7 +104,8 @@ def solve_cmd(
         typer.Option(
             help="Work budget of a --deterministic run, in work units over all workers "
             "(a unit is about a second of one core's search). Default: what the plan "
-            "case's measured pace fills in 0.65 of TIMEOUT on every worker.",
+            "case's measured pace fills in 0.65 of TIMEOUT on every worker, after the start-up "
+            "estimated from the instance's size.",
         ),
     ] = None,
     solver: SolverOption = None,

@@ -85,7 +85,9 @@ def solve(
         # the time given (a caller that did not budget: up to the deadline)
         given = options.seconds if options.seconds is not None else deadline - best.start
         case = plan_of(options).case(Facts.of(model, workers, given))
-        work = options.work if options.work is not None else default_work(given, workers, case.pace)
+        work = options.work
+        if work is None:  # the start-up estimated from the instance's strategies
+            work = default_work(given, workers, case.pace, len(inst.cost))
         best.budget = work
         log(f"deterministic: {work:g} work units over {workers} workers, seed {options.seed}")
         budget = Budget(0.0, work / workers)

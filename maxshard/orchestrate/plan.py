@@ -28,7 +28,8 @@ may also say:
 A plan (or a case) may say its ``pace``: the work units a worker counts per
 second on its stages (:mod:`maxshard.work`), measured. A deterministic run
 without ``--work`` sizes its budget by it, to end at
-:data:`~maxshard.orchestrate.options.WORK_SHARE` of the time given.
+:data:`~maxshard.orchestrate.options.WORK_SHARE` of the time given after the
+start-up (:func:`~maxshard.orchestrate.options.default_work`).
 
 A plan that depends on the model is a list of cases, the first whose
 ``when`` holds is run; the last case has no ``when``::
