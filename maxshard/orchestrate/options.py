@@ -65,7 +65,7 @@ STARTUP_SECONDS = 1.0
 STARTUP_PER_STRATEGY = 7e-6
 
 
-def default_work(seconds: float, workers: int, pace: float, strategies: int = 0) -> float:
+def default_work(seconds: float, workers: int, pace: float, strategies: int) -> float:
     """The work budget (units, over all workers) of a deterministic run given
     ``seconds`` for an instance of ``strategies`` strategies, at ``pace`` units
     a worker counts per second (the plan case's, itself chosen by the presolved
