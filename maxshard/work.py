@@ -37,7 +37,7 @@ RATES = {
     "local": 3.0e8,
     "sweep": 2.0e8,
     "tb2-node": 2.5e7,  # search nodes and backtracks times the problem's values
-    "tb2-entry": 1.0e6,  # with the Python that builds them
+    "tb2-entry": 3.0e6,  # with the Python that builds them (history: *A toulbar2 entry re-rated*)
     "lp": 3.0e8,  # simplex iterations times the LP's rows and columns
     "python": 5.0e7,  # numpy-level passes over model arrays (entries)
     "call": 1.0e4,  # calls into a kernel or a pass: their fixed cost, which rules small models
