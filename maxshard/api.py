@@ -49,8 +49,9 @@ def solve(
     ``log``: a callable given each progress line; ``deterministic``: count work
     instead of reading the clock (the same answer for the same input, seed,
     workers and ``work``, the budget in work units over all workers; default:
-    :func:`~maxshard.orchestrate.options.default_work`, ``timeout`` at the
-    plan case's pace), ``timeout`` still holding."""
+    :func:`~maxshard.orchestrate.options.default_work`, ``timeout`` less the
+    start-up estimated from the instance's size, at the plan case's pace),
+    ``timeout`` still holding."""
     start = time.monotonic()
     options = options_for(
         timeout, plan=plan, backends=backends, prove=prove, seed=seed, workers=workers,

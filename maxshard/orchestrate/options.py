@@ -32,8 +32,8 @@ class Options:
     ``deterministic``: the stages advance by counted work, not seconds
     (:mod:`maxshard.work`), so the answer depends only on the input, the seed,
     the worker count and ``work``, the budget in work units over all workers
-    (None: :func:`default_work` of ``seconds``, the time given, and the plan
-    case's pace)."""
+    (None: :func:`default_work` of ``seconds``, the time given, the instance's
+    strategies and the plan case's pace)."""
 
     plan: Plan | None = None
     prove: bool = False
