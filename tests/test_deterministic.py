@@ -141,6 +141,27 @@ def test_a_toulbar2_node_is_priced_by_its_values_tables_and_knapsacks_pairs(tmp_
     assert toulbar2.setup(held) > toulbar2.setup(free) == 0
 
 
+def test_a_toulbar2_problem_s_preparation_is_priced_by_its_tables_and_their_domains(
+    tmp_path, counting
+):
+    """Each table entry counts once, and once more for every value of its two
+    variables; the model's price before it is built is the built problem's."""
+    from maxshard.search import toulbar2
+
+    model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
+    free = toulbar2.build(model, model.unary, 0, None, memory=False)
+    sizes = np.diff(model.dom_off)
+    edges = zip(model.edge_u.tolist(), model.edge_v.tolist(), strict=True)
+    revisited = sum(sizes[u] * sizes[v] * (sizes[u] + sizes[v]) for u, v in edges)
+    assert free.revisits == revisited > 0
+    price = toulbar2.PREPARE_ENTRY_PRICE * model.edge_off[-1]
+    price += toulbar2.PREPARE_REVISIT_PRICE * revisited
+    assert toulbar2.preparation(free) == pytest.approx(price / work.RATES["tb2-node"])
+    assert toulbar2.preparation_of(model) == pytest.approx(toulbar2.preparation(free))
+    work.stop_deterministic()  # a solve's CPU time limit holds its preparation
+    assert toulbar2.preparation_of(model) == 0
+
+
 def test_a_deterministic_toulbar2_solve_whose_preprocessing_overruns_is_not_started(
     tmp_path, counting
 ):
@@ -176,11 +197,13 @@ def test_what_a_long_toulbar2_solve_reports_counts_at_its_end(tmp_path, counting
     stamps = mp.get_context("fork").SimpleQueue()
     start = work.stamp()
     toulbar2.run(cfn, model.nv, 3, lambda x: stamps.put(work.stamp()))
-    assert work.stamp() == pytest.approx(start + 3)
+    end = start + 3 + toulbar2.preparation(cfn)  # its search and its preparation
+    assert toulbar2.preparation(cfn) > 0
+    assert work.stamp() == pytest.approx(end)
     seen = []
     while not stamps.empty():
         seen.append(stamps.get())
-    assert seen and all(t == pytest.approx(start + 3) for t in seen)
+    assert seen and all(t == pytest.approx(end) for t in seen)
 
 
 # -- whole runs ----------------------------------------------------------------

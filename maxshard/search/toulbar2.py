@@ -86,7 +86,7 @@ def new_problem(ub: float | None, seed: int, verbose: int = -1, vac: int = 0, hb
     cfn.Option.hbfs = hbfs
     cfn.Option.hbfsGlobalLimit = HBFS_GLOBAL_LIMIT
     # what was posted, counted by post and post_knapsack for node_price
-    cfn.values = cfn.entries = cfn.pairs = cfn.knapsacks = 0
+    cfn.values = cfn.entries = cfn.revisits = cfn.pairs = cfn.knapsacks = 0
     return cfn
 
 
@@ -110,6 +110,7 @@ def post(
     wcsp = cfn.CFN.wcsp
     sizes = np.diff(dom_off)
     cfn.values, cfn.entries = int(dom_off[-1]), int(table_off[-1])
+    cfn.revisits = revisits(sizes, edge_i, edge_j)
     work.count("tb2-entry", cfn.values + cfn.entries)
     work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes.tolist()):
@@ -177,6 +178,45 @@ def node_price(cfn) -> float:
     return max(1, cfn.values) + tables + PAIR_PRICE * _knapsack_load(cfn)
 
 
+#: What toulbar2's preprocessing and first descent cost per table entry, in
+#: ``tb2-node`` counts (history: *A reserved solve charged its preprocessing*)
+PREPARE_ENTRY_PRICE = 14.0
+#: The same per entry revisited for each value of its two variables (the
+#: domains' size weighs: S's reach 853), in ``tb2-node`` counts (the same entry)
+PREPARE_REVISIT_PRICE = 0.13
+
+
+def revisits(sizes: np.ndarray, edge_i: np.ndarray, edge_j: np.ndarray) -> int:
+    """The entries of the tables between ``edge_i`` and ``edge_j`` (variables
+    with domain ``sizes``), each once for every value of its two variables."""
+    rows, cols = sizes[edge_i], sizes[edge_j]
+    return int((rows * cols * (rows + cols)).sum())
+
+
+def preparation(cfn) -> float:
+    """Work units toulbar2 spends on ``cfn`` before its search counts: its
+    preprocessing and first descent, which no backtrack limit holds and which
+    grow with its tables and their domains. A reserved solve is charged them
+    on top of its search (:func:`budget`); a short one counts its nodes, and
+    the ``tb2-entry`` rate was fitted with the rest in it."""
+    return _preparation(cfn.entries, cfn.revisits)
+
+
+def preparation_of(model: Model) -> float:
+    """:func:`preparation` of ``model``'s memory-free problem (as
+    :func:`build` posts it), before it is built; 0 outside a deterministic run
+    (where a solve's CPU time limit holds its preparation too)."""
+    if not work.deterministic():
+        return 0.0
+    sizes = np.diff(model.dom_off)
+    return _preparation(int(model.edge_off[-1]), revisits(sizes, model.edge_u, model.edge_v))
+
+
+def _preparation(entries: int, revisited: int) -> float:
+    counts = PREPARE_ENTRY_PRICE * entries + PREPARE_REVISIT_PRICE * revisited
+    return counts / work.RATES["tb2-node"]
+
+
 def setup(cfn) -> float:
     """Work units toulbar2's preprocessing of ``cfn``'s knapsacks may take,
     before its first node: no backtrack limit holds it."""
@@ -194,9 +234,10 @@ def budget(cfn, seconds: float) -> Iterator[int]:
     of a budget) is held to about that many seconds' worth of backtracks as
     well (time spent between backtracks is not held: such a solve may still
     take its whole second). A short solve's nodes and backtracks are counted
-    as work at the end; a long one is charged its limit up front
-    (:func:`maxshard.work.reserved`), so what it reports meanwhile counts at
-    its end. (toulbar2's options are process-wide: set before every solve.)"""
+    as work at the end; a long one is charged its limit and its
+    :func:`preparation` up front (:func:`maxshard.work.reserved`), so what it
+    reports meanwhile counts at its end. (toulbar2's options are process-wide:
+    set before every solve.)"""
     price = node_price(cfn)
     backtracks = max(1, int((seconds - setup(cfn)) * work.RATES["tb2-node"] / (3 * price)))
     try:
@@ -206,7 +247,7 @@ def budget(cfn, seconds: float) -> Iterator[int]:
             return
         cfn.Option.backtrackLimit = backtracks
         if seconds >= work.RESERVE_MIN:
-            with work.reserved(seconds):
+            with work.reserved(seconds + preparation(cfn)):
                 yield 0
             return
         try:
