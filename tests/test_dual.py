@@ -21,6 +21,16 @@ from maxshard.reader import read_instance
 from .conftest import Recorder, brute_force, generated, reduced, write_problem
 
 
+def with_memory_rows(tmp_path, seed: int, **kwargs) -> tuple:
+    """A generated model (no forbidden choices, memory as tight as it can be)
+    and its ascent, whose multiplier LP must keep memory rows."""
+    kwargs = {"forbidden": 0.0, "tightness": 0.0, **kwargs}
+    model = reduced(generated(tmp_path, seed, **kwargs))
+    ascent = Ascent(model)
+    assert ascent.lp is not None, "precondition: the fixed instance keeps memory rows"
+    return model, ascent
+
+
 def lp_optimum(model) -> float:
     """The LP over the local polytope with the memory rows, solved by HiGHS."""
     import highspy
@@ -113,10 +123,7 @@ def test_ascent_is_exact_on_a_chain_without_memory(tmp_path):
 def test_multiplier_lp_gives_the_best_multipliers_for_the_messages(tmp_path, seed):
     """For fixed messages the bound is a concave function of the multipliers; the
     LP's multipliers maximise it: no other multipliers give more."""
-    inst = generated(tmp_path, seed, nodes=10, forbidden=0.0, tightness=0.0)
-    model = reduced(inst)
-    ascent = Ascent(model)
-    assert ascent.lp is not None, "precondition: the fixed instance keeps memory rows"
+    model, ascent = with_memory_rows(tmp_path, seed, nodes=10)
     for _ in range(3):
         ascent.diffusion.sweep(ascent.unary())
     theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
@@ -171,10 +178,7 @@ def test_multiplier_lp_in_parts_reaches_the_whole_lps_optimum(tmp_path):
     which start from the points that bound before."""
     binding = 0
     for seed in range(6):
-        inst = generated(tmp_path, seed, nodes=80, forbidden=0.0, tightness=0.0, functional=0.0)
-        model = reduced(inst)
-        ascent = Ascent(model)
-        assert ascent.lp is not None, "memory as tight as it can be keeps its rows"
+        model, ascent = with_memory_rows(tmp_path, seed, nodes=80, functional=0.0)
         for _ in range(3):
             ascent.diffusion.sweep(ascent.unary())
             theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
@@ -209,9 +213,7 @@ def test_multiplier_lp_runs_after_highs_ran_on_other_threads_in_the_process(tmp_
     h.addRows(1, np.ones(1), np.ones(1), 2, *rows)
     h.run()
     assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    model = reduced(generated(tmp_path, 0, nodes=10, forbidden=0.0, tightness=0.0))
-    ascent = Ascent(model)
-    assert ascent.lp is not None, "precondition: the fixed instance keeps memory rows"
+    model, ascent = with_memory_rows(tmp_path, 0, nodes=10)
     theta = ascent.diffusion.node_costs(model.unary.astype(np.float64))
     assert ascent.lp.best(theta) is not None
 

@@ -16,15 +16,22 @@ from maxshard.search.neighbourhood import Adjacency, Room, improve, priced
 from .conftest import brute_force, generated, reduced, write_problem
 
 
+def _memory_model(tmp_path, seed: int, **kwargs):
+    """A generated instance and its presolved model, which must keep a memory
+    constraint."""
+    inst = generated(tmp_path, seed, **kwargs)
+    model = reduced(inst)
+    if model.limit is None or not len(model.base):
+        pytest.fail("precondition failed: no memory constraint left after presolve")
+    return inst, model
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_room_overflows_exactly_where_memory_does(tmp_path, seed):
     """For a free set and any values of it, the knapsacks (every row, also
     those left for later) are overflowed exactly when the whole solution no
     longer fits; the rows dropped as unable to overflow never are."""
-    inst = generated(tmp_path, seed, nodes=40, max_strategies=4, tightness=0.1)
-    model = reduced(inst)
-    if model.limit is None or not len(model.base):
-        pytest.fail("precondition failed: no memory constraint left after presolve")
+    _, model = _memory_model(tmp_path, seed, nodes=40, max_strategies=4, tightness=0.1)
     rng = np.random.default_rng(seed)
     x = model.min_usage_solution()
     if not model.fits(x):
@@ -222,10 +229,7 @@ def test_priced_moves_alone_report_fitting_ever_cheaper_solutions(
 ):
     """Priced moves on walks solved by toulbar2, or on induced trees solved by
     dynamic programming: every report fits and is cheaper than the last."""
-    inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
-    model = reduced(inst)
-    if model.limit is None or not len(model.base):
-        pytest.fail("precondition failed: no memory constraint left after presolve")
+    inst, model = _memory_model(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
     start = model.min_usage_solution()
     trees, walks = [], []
 
@@ -416,10 +420,7 @@ def test_moves_priced_by_handed_multipliers_report_fitting_ever_cheaper_solution
 ):
     """Given a Lagrangian loop's multipliers, priced moves price memory with
     them too: every report fits and is cheaper than the last."""
-    inst = generated(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
-    model = reduced(inst)
-    if model.limit is None or not len(model.base):
-        pytest.fail("precondition failed: no memory constraint left after presolve")
+    inst, model = _memory_model(tmp_path, seed, nodes=300, max_strategies=5, tightness=0.2)
     start = model.min_usage_solution()
     # multipliers of a plausible scale: the start's cost per unit of the limit, spread
     scale = model.cost(start) / model.limit / len(model.base)
