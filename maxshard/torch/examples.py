@@ -46,9 +46,7 @@ def gpt2(
         n_positions=max(sequence, 64), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         use_cache=False, bos_token_id=0, eos_token_id=0,
     )  # fmt: skip
-    torch.manual_seed(0)
-    with torch.device(device):
-        return GPT2LMHeadModel(config), {"input_ids": torch.randint(0, vocab, (batch, sequence))}
+    return _language_model(GPT2LMHeadModel, config, batch, sequence, device)
 
 
 def llama(
@@ -70,9 +68,18 @@ def llama(
         num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
         max_position_embeddings=max(sequence, 64), use_cache=False,
     )  # fmt: skip
+    return _language_model(LlamaForCausalLM, config, batch, sequence, device)
+
+
+def _language_model(
+    kind: Any, config: Any, batch: int, sequence: int, device: str
+) -> tuple[Any, Any]:
+    """A ``transformers`` language model of class ``kind`` built from
+    ``config`` on ``device`` (weights seeded), with a batch of token ids."""
     torch.manual_seed(0)
     with torch.device(device):
-        return LlamaForCausalLM(config), {"input_ids": torch.randint(0, vocab, (batch, sequence))}
+        model = kind(config)  # before the ids: the weights as they always were
+        return model, {"input_ids": torch.randint(0, config.vocab_size, (batch, sequence))}
 
 
 def llama3_8b(layers: int = 32, batch: int = 8, sequence: int = 2048) -> tuple[Any, Any]:
