@@ -109,8 +109,9 @@ def post(
     (about 800 tables) took a fifth of ``lns``'s time that way."""
     wcsp = cfn.CFN.wcsp
     sizes = np.diff(dom_off)
+    rows, cols = sizes[edge_i], sizes[edge_j]  # each table's shape
     cfn.values, cfn.entries = int(dom_off[-1]), int(table_off[-1])
-    cfn.revisits = revisits(sizes, edge_i, edge_j)
+    cfn.revisits = revisits(rows, cols)
     work.count("tb2-entry", cfn.values + cfn.entries)
     work.count("call", 5 + len(sizes) / 50)  # a problem's fixed cost, and its Python loops
     for i, size in enumerate(sizes.tolist()):
@@ -122,7 +123,6 @@ def post(
     if not len(edge_i):
         return
     table_costs = float_costs(tables)
-    rows, cols = sizes[edge_i], sizes[edge_j]
     for where in groups(rows * (int(sizes.max()) + 1) + cols):
         a, b = int(rows[where[0]]), int(cols[where[0]])
         block = table_costs[table_off[where][:, None] + np.arange(a * b)]
@@ -186,10 +186,9 @@ PREPARE_ENTRY_PRICE = 14.0
 PREPARE_REVISIT_PRICE = 0.13
 
 
-def revisits(sizes: np.ndarray, edge_i: np.ndarray, edge_j: np.ndarray) -> int:
-    """The entries of the tables between ``edge_i`` and ``edge_j`` (variables
-    with domain ``sizes``), each once for every value of its two variables."""
-    rows, cols = sizes[edge_i], sizes[edge_j]
+def revisits(rows: np.ndarray, cols: np.ndarray) -> int:
+    """The entries of tables of ``rows`` x ``cols`` values (one table per
+    pair), each once for every value of its two variables."""
     return int((rows * cols * (rows + cols)).sum())
 
 
@@ -208,8 +207,9 @@ def preparation_of(model: Model) -> float:
     (where a solve's CPU time limit holds its preparation too)."""
     if not work.deterministic():
         return 0.0
-    sizes = np.diff(model.dom_off)
-    return _preparation(int(model.edge_off[-1]), revisits(sizes, model.edge_u, model.edge_v))
+    sizes = model.dom_size
+    revisited = revisits(sizes[model.edge_u], sizes[model.edge_v])
+    return _preparation(int(model.edge_off[-1]), revisited)
 
 
 def _preparation(entries: int, revisited: int) -> float:
