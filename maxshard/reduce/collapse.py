@@ -20,10 +20,11 @@ nodes to 290 roots; on P: 65,335 to 201 (the same folds one at a time, in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from ..csr import offsets, ranks, split
+from ..csr import offsets, positions, ranks, segments, split
 from ..instance import FORBIDDEN, Instance
 from ..model import saturating_sum, table_slots
 
@@ -47,45 +48,60 @@ def collapse(inst: Instance, alive: np.ndarray) -> Forest:
     """The functional forest of ``inst`` over the strategies ``alive`` (which must
     be arc consistent: every live strategy has a live, allowed partner on each edge,
     see :func:`~maxshard.reduce.draft.forbidden_free_values`)."""
-    n = inst.n
     funcs = _functions(inst, alive)
-    parent, via = _forest(n, inst, funcs)
-    order, root = _top_down(parent)
-    # a root's values: its live strategies
-    live = np.flatnonzero(alive) - np.repeat(inst.strat_off[:-1], inst.n_strategies)[alive]
+    parent, via = _forest(inst, funcs.edge, funcs.direction)
+    root, depth = _roots(parent)
+    # every node of a tree has one value per live strategy of its root
     count = np.add.reduceat(alive, inst.strat_off[:-1]).astype(np.int64)
-    maps = split(live, offsets(count))
-    for i in order:
-        if parent[i] >= 0:
-            maps[i] = funcs[via[i]][maps[parent[i]]]
-    root_arr = np.array(root, dtype=np.int64)
-    sizes = np.array([len(m) for m in maps], dtype=np.int64)
+    sizes = count[root]
     map_off = offsets(sizes)
-    strategy = np.concatenate(maps) if n else np.zeros(0, dtype=np.int64)
+    strategy = np.empty(int(map_off[-1]), dtype=np.int64)
+    roots = np.flatnonzero(parent < 0)
+    live = np.flatnonzero(alive) - np.repeat(inst.strat_off[:-1], inst.n_strategies)[alive]
+    strategy[positions(map_off, roots)] = segments(live, offsets(count), roots)
+    # then level by level down the trees: a child's strategy for each of its
+    # root's values is its function of its parent's
+    by_depth = np.argsort(depth, kind="stable")
+    for nodes in split(by_depth, offsets(np.bincount(depth)))[1:]:
+        size = sizes[nodes]
+        k = ranks(size)
+        above = strategy[np.repeat(map_off[parent[nodes]], size) + k]
+        strategy[np.repeat(map_off[nodes], size) + k] = funcs.partner[
+            np.repeat(funcs.off[via[nodes]], size) + above
+        ]
     # where each map entry lands: the same rank among its root's values
-    target = np.repeat(map_off[root_arr], sizes) + ranks(sizes)
-    unary = _gather(inst, strategy, target, map_off, root_arr, len(strategy))
-    same = root_arr[inst.edge_u] == root_arr[inst.edge_v]
-    return Forest(root_arr, map_off, strategy, unary, np.flatnonzero(~same))
+    target = np.repeat(map_off[root], sizes) + ranks(sizes)
+    unary = _gather(inst, strategy, target, map_off, root, len(strategy))
+    same = root[inst.edge_u] == root[inst.edge_v]
+    return Forest(root, map_off, strategy, unary, np.flatnonzero(~same))
 
 
-def _functions(inst: Instance, alive: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """For every functional edge and direction: ``(e, 0)`` when its second end is a
-    function of the first (array: the second's strategy for each of the first's),
-    ``(e, 1)`` the other way round. Entries for dead strategies are -1.
+class Functions(NamedTuple):
+    """The functional edges, by edge then direction: ``direction[k]`` 0 when
+    the second end of ``edge[k]`` is a function of the first, 1 the other way
+    round; the function, the dependent end's strategy for each of the other's
+    (-1 at a dead strategy), is ``partner[off[k]:off[k + 1]]``."""
+
+    edge: np.ndarray
+    direction: np.ndarray
+    off: np.ndarray
+    partner: np.ndarray
+
+
+def _functions(inst: Instance, alive: np.ndarray) -> Functions:
+    """The functional edges of ``inst`` over the strategies ``alive``.
 
     Only tables with a forbidden entry can be functional, or those at a node left
     with one live strategy: in a table without forbidden entries every live row
     allows every live column. So only those are looked at (on N and U, which
     have no forbidden costs, that skips almost all of 4 million entries)."""
-    if not inst.m:
-        return {}
+    none = np.zeros(0, dtype=np.int64)
     lengths = np.diff(inst.edge_off)
     forbidden = np.logical_or.reduceat(inst.edge_cost >= FORBIDDEN, inst.edge_off[:-1])
     single = np.add.reduceat(alive, inst.strat_off[:-1]) == 1
     edges = np.flatnonzero((forbidden & (lengths > 0)) | single[inst.edge_u] | single[inst.edge_v])
     if not len(edges):
-        return {}
+        return Functions(none, none, np.zeros(1, dtype=np.int64), none)
     lengths = lengths[edges]
     cost = inst.edge_cost[np.repeat(inst.edge_off[edges], lengths) + ranks(lengths)]
     eu, ev = inst.edge_u[edges], inst.edge_v[edges]
@@ -96,36 +112,42 @@ def _functions(inst: Instance, alive: np.ndarray) -> dict[tuple[int, int], np.nd
     # the partner of each row (column) slot, valid where it has exactly one
     row_count = np.bincount(s.entry_row[hits], minlength=len(s.row_val))
     col_count = np.bincount(s.entry_col[hits], minlength=len(s.col_val))
-    row_partner = np.full(len(s.row_val), -1, dtype=np.int64)
-    col_partner = np.full(len(s.col_val), -1, dtype=np.int64)
+    partner = np.full(len(s.row_val) + len(s.col_val), -1, dtype=np.int64)
     hit_edge = s.row_edge[s.entry_row[hits]]
     ncols = np.diff(inst.strat_off)[ev][hit_edge]
     within = hits - offsets(lengths)[hit_edge]
-    row_partner[s.entry_row[hits]] = within % ncols
-    col_partner[s.entry_col[hits]] = within // ncols
+    partner[s.entry_row[hits]] = within % ncols
+    partner[len(s.row_val) + s.entry_col[hits]] = within // ncols
+    partner[np.flatnonzero(~np.concatenate([row_live, col_live]))] = -1
+    # an edge is a function of its rows' end when every live row has one partner
     k = len(edges)
-    bad_rows = np.bincount(s.row_edge, row_live & (row_count != 1), minlength=k)
-    bad_cols = np.bincount(s.col_edge, col_live & (col_count != 1), minlength=k)
+    rows = np.flatnonzero(np.bincount(s.row_edge, row_live & (row_count != 1), minlength=k) == 0)
+    cols = np.flatnonzero(np.bincount(s.col_edge, col_live & (col_count != 1), minlength=k) == 0)
     row_first = offsets(np.bincount(s.row_edge, minlength=k))
-    col_first = offsets(np.bincount(s.col_edge, minlength=k))
-    row_partner[~row_live] = -1
-    col_partner[~col_live] = -1
-    funcs: dict[tuple[int, int], np.ndarray] = {}
-    ids = edges.tolist()
-    for j in np.flatnonzero(bad_rows == 0).tolist():
-        funcs[(ids[j], 0)] = row_partner[row_first[j] : row_first[j + 1]]
-    for j in np.flatnonzero(bad_cols == 0).tolist():
-        funcs[(ids[j], 1)] = col_partner[col_first[j] : col_first[j + 1]]
-    return funcs
+    col_first = offsets(np.bincount(s.col_edge, minlength=k)) + len(s.row_val)
+    edge = np.concatenate([edges[rows], edges[cols]])
+    direction = np.repeat(np.array([0, 1], dtype=np.int64), [len(rows), len(cols)])
+    first = np.concatenate([row_first[rows], col_first[cols]])
+    size = np.concatenate([np.diff(row_first)[rows], np.diff(col_first)[cols]])
+    order = np.lexsort((direction, edge))
+    size = size[order]
+    return Functions(
+        edge[order],
+        direction[order],
+        offsets(size),
+        partner[np.repeat(first[order], size) + ranks(size)],
+    )
 
 
 def _forest(
-    n: int, inst: Instance, funcs: dict[tuple[int, int], np.ndarray]
-) -> tuple[list[int], list[tuple[int, int]]]:
-    """Parent of each node (-1 for roots) and the function it follows: a child is
-    attached only while it is a root and its parent lies in another tree."""
+    inst: Instance, edge: np.ndarray, direction: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Parent of each node (-1 for roots) and the functional edge ``k`` it follows
+    (-1 for roots): a child is attached only while it is a root and its parent
+    lies in another tree."""
+    n = inst.n
     parent = [-1] * n
-    via: list[tuple[int, int]] = [(-1, -1)] * n
+    via = [-1] * n
     tree = list(range(n))  # union-find over trees
 
     def find(a: int) -> int:
@@ -134,37 +156,33 @@ def _forest(
             a = tree[a]
         return a
 
-    ends_u, ends_v = inst.edge_u.tolist(), inst.edge_v.tolist()
-    for e, direction in sorted(funcs):
-        u, v = ends_u[e], ends_v[e]
-        child, par = (v, u) if direction == 0 else (u, v)
+    ends_u, ends_v = inst.edge_u[edge].tolist(), inst.edge_v[edge].tolist()
+    for k, (u, v, d) in enumerate(zip(ends_u, ends_v, direction.tolist(), strict=True)):
+        child, par = (v, u) if d == 0 else (u, v)
         if parent[child] >= 0 or child == par:
             continue
         rc, rp = find(child), find(par)
         if rc == rp:
             continue
-        parent[child], via[child] = par, (e, direction)
+        parent[child], via[child] = par, k
         tree[rc] = rp
-    return parent, via
+    return np.array(parent, dtype=np.int64), np.array(via, dtype=np.int64)
 
 
-def _top_down(parent: list[int]) -> tuple[list[int], list[int]]:
-    """Nodes with every parent before its children, and the root of each node."""
+def _roots(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The root of each node and its depth below it."""
     n = len(parent)
     children: list[list[int]] = [[] for _ in range(n)]
-    for i, p in enumerate(parent):
+    for i, p in enumerate(parent.tolist()):
         if p >= 0:
             children[p].append(i)
-    root = list(range(n))
-    order = [i for i in range(n) if parent[i] < 0]
-    k = 0
-    while k < len(order):
-        i = order[k]
-        k += 1
+    root, depth = list(range(n)), [0] * n
+    order = np.flatnonzero(parent < 0).tolist()
+    for i in order:  # grows as it goes: every parent before its children
         for c in children[i]:
-            root[c] = root[i]
+            root[c], depth[c] = root[i], depth[i] + 1
             order.append(c)
-    return order, root
+    return np.array(root, dtype=np.int64), np.array(depth, dtype=np.int64)
 
 
 def _gather(

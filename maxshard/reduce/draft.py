@@ -354,21 +354,35 @@ def memory_units(inst: Instance) -> tuple[np.ndarray, int | None, bool]:
 
 
 def forbidden_free_values(inst: Instance) -> np.ndarray:
-    """Arc consistency on forbidden costs, vectorised over all table entries.
+    """Arc consistency on forbidden costs, vectorised over table entries.
 
     Returns a mask over all strategies: false where a strategy has a forbidden
     cost or, on some edge, no allowed partner among the other node's remaining
-    strategies. Each sweep looks at every entry at once; sweeps repeat until
-    one removes nothing (three on benchmark A).
+    strategies. Only a table with a forbidden entry, or at a node with no
+    value left, can remove a value; the first sweep looks at all such tables
+    at once, each later one only at those around a value the sweep before
+    removed (A: 4.2 million entries, then a few thousand; three sweeps).
     """
     alive = inst.cost < FORBIDDEN
-    if not inst.m or inst.edge_cost.max() < FORBIDDEN:  # nothing to propagate (N, U)
+    if not inst.m:
         return alive
-    slots = table_slots(inst.strat_off, inst.edge_u, inst.edge_v, len(inst.edge_cost))
-    row_val, col_val = slots.row_val, slots.col_val
     allowed = inst.edge_cost < FORBIDDEN
+    lengths = np.diff(inst.edge_off)
+    held = np.add.reduceat(allowed, inst.edge_off[:-1], dtype=np.int64) < lengths
+    node_of = np.repeat(np.arange(inst.n), inst.n_strategies)
+    around = np.ones(inst.n, dtype=bool)  # the nodes whose values changed
     while True:
-        ok = allowed & alive[row_val][slots.entry_row] & alive[col_val][slots.entry_col]
+        empty = ~np.logical_or.reduceat(alive, inst.strat_off[:-1])
+        u, v = inst.edge_u, inst.edge_v
+        edges = np.flatnonzero((held | empty[u] | empty[v]) & (around[u] | around[v]))
+        if not len(edges):
+            return alive
+        chosen = np.zeros(inst.m, dtype=bool)
+        chosen[edges] = True
+        ok = allowed[np.repeat(chosen, lengths)]
+        slots = table_slots(inst.strat_off, u[edges], v[edges], len(ok))
+        row_val, col_val = slots.row_val, slots.col_val
+        ok &= alive[row_val][slots.entry_row] & alive[col_val][slots.entry_col]
         row_ok = np.logical_or.reduceat(ok, slots.row_start)
         col_ok = np.zeros(len(col_val), dtype=bool)
         col_ok[slots.entry_col[ok]] = True
@@ -377,6 +391,8 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
         if not len(dead):
             return alive
         alive[dead] = False
+        around[:] = False
+        around[node_of[dead]] = True
 
 
 def lexicographic_cost(inst: Instance) -> int:
