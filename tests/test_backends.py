@@ -417,15 +417,16 @@ def test_a_short_toulbar2_solve_leaves_no_backtrack_limit_behind(tmp_path):
     elsewhere (an outside solver's test, a user's own pytoulbar2), to them."""
     import pytoulbar2
 
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     inst = generated(tmp_path, 6, nodes=200, max_strategies=8, forbidden=0.0, functional=0.0)
     model = reduce(inst)
     cfn = toulbar2.build(model, model.unary, 0, None, memory=False)
-    with toulbar2.budget(cfn, 0.01):
-        assert cfn.Option.backtrackLimit < toulbar2.NO_LIMIT, "precondition: the solve is held"
+    with toulbar2_limits.budget(cfn, 0.01):
+        held = cfn.Option.backtrackLimit
+    assert held < toulbar2_limits.NO_LIMIT, "precondition: the solve is held"
     toulbar2.solve_quietly(toulbar2.build(model, model.unary, 0, None, memory=False), 0.01)
-    assert pytoulbar2.CFN(verbose=-1).Option.backtrackLimit == toulbar2.NO_LIMIT
+    assert pytoulbar2.CFN(verbose=-1).Option.backtrackLimit == toulbar2_limits.NO_LIMIT
 
 
 def test_a_toulbar2_solve_out_of_time_before_its_search_finds_nothing(tmp_path, monkeypatch):

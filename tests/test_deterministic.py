@@ -101,7 +101,7 @@ def test_a_backend_stops_at_its_work_budget_and_repeats_itself(tmp_path, countin
 
 
 def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_path, counting):
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
     outcomes = []
@@ -109,7 +109,7 @@ def test_a_toulbar2_solve_keeps_its_backtrack_limit_and_counts_its_nodes(tmp_pat
         cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
         before = work.stamp()
         # a tiny budget beyond its knapsacks' setup: a few backtracks
-        with toulbar2.budget(cfn, toulbar2.setup(cfn) + 0.001) as limit:
+        with toulbar2_limits.budget(cfn, toulbar2_limits.setup(cfn) + 0.001) as limit:
             assert limit == 0  # no timer
             result = cfn.Solve(timeLimit=limit)
         limit = cfn.Option.backtrackLimit
@@ -123,7 +123,7 @@ def test_a_toulbar2_node_is_priced_by_its_values_tables_and_knapsacks_pairs(tmp_
     """Every knapsack posted counts its value-usage pairs (the usages that are
     not zero) into the node price; without memory, the values and tables."""
     from maxshard.knapsack import binding_knapsacks
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
     sacks = list(binding_knapsacks(model))
@@ -133,12 +133,12 @@ def test_a_toulbar2_node_is_priced_by_its_values_tables_and_knapsacks_pairs(tmp_
     held = toulbar2.build(model, model.unary, 0, None, memory=True)
     assert (free.values, free.entries, free.pairs) == (model.dom_off[-1], model.edge_off[-1], 0)
     assert (held.pairs, held.knapsacks) == (pairs, len(sacks))
-    base = model.dom_off[-1] + toulbar2.ENTRY_PRICE * model.edge_off[-1]
-    assert toulbar2.node_price(free) == pytest.approx(base)
-    assert toulbar2.node_price(held) == pytest.approx(
-        base + toulbar2.PAIR_PRICE * pairs * len(sacks) ** 0.5
+    base = model.dom_off[-1] + toulbar2_limits.ENTRY_PRICE * model.edge_off[-1]
+    assert toulbar2_limits.node_price(free) == pytest.approx(base)
+    assert toulbar2_limits.node_price(held) == pytest.approx(
+        base + toulbar2_limits.PAIR_PRICE * pairs * len(sacks) ** 0.5
     )
-    assert toulbar2.setup(held) > toulbar2.setup(free) == 0
+    assert toulbar2_limits.setup(held) > toulbar2_limits.setup(free) == 0
 
 
 def test_a_toulbar2_problem_s_preparation_is_priced_by_its_tables_and_their_domains(
@@ -146,7 +146,7 @@ def test_a_toulbar2_problem_s_preparation_is_priced_by_its_tables_and_their_doma
 ):
     """Each table entry counts once, and once more for every value of its two
     variables; the model's price before it is built is the built problem's."""
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     model = reduce(generated(tmp_path, 2, nodes=80, tightness=0.5))
     free = toulbar2.build(model, model.unary, 0, None, memory=False)
@@ -154,12 +154,12 @@ def test_a_toulbar2_problem_s_preparation_is_priced_by_its_tables_and_their_doma
     edges = zip(model.edge_u.tolist(), model.edge_v.tolist(), strict=True)
     revisited = sum(sizes[u] * sizes[v] * (sizes[u] + sizes[v]) for u, v in edges)
     assert free.revisits == revisited > 0
-    price = toulbar2.PREPARE_ENTRY_PRICE * model.edge_off[-1]
-    price += toulbar2.PREPARE_REVISIT_PRICE * revisited
-    assert toulbar2.preparation(free) == pytest.approx(price / work.RATES["tb2-node"])
-    assert toulbar2.preparation_of(model) == pytest.approx(toulbar2.preparation(free))
+    price = toulbar2_limits.PREPARE_ENTRY_PRICE * model.edge_off[-1]
+    price += toulbar2_limits.PREPARE_REVISIT_PRICE * revisited
+    assert toulbar2_limits.preparation(free) == pytest.approx(price / work.RATES["tb2-node"])
+    assert toulbar2_limits.preparation_of(model) == pytest.approx(toulbar2_limits.preparation(free))
     work.stop_deterministic()  # a solve's CPU time limit holds its preparation
-    assert toulbar2.preparation_of(model) == 0
+    assert toulbar2_limits.preparation_of(model) == 0
 
 
 def test_a_deterministic_toulbar2_solve_whose_preprocessing_overruns_is_not_started(
@@ -169,16 +169,16 @@ def test_a_deterministic_toulbar2_solve_whose_preprocessing_overruns_is_not_star
     deterministic solve whose preprocessing is priced above its seconds would
     overrun its charge, so it is skipped (nothing found, nothing proved,
     nothing charged)."""
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     model = reduce(generated(tmp_path, 3, nodes=40, tightness=0.5))
     cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
-    assert 0 < toulbar2.setup(cfn) < 3
+    assert 0 < toulbar2_limits.setup(cfn) < 3
     found = toulbar2.run(cfn, model.nv, 3, lambda x: None)
     assert found[1] is not None
     cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
-    cfn.pairs *= 4 / toulbar2.setup(cfn)  # as if its knapsacks were four units' worth
-    assert toulbar2.setup(cfn) > 3
+    cfn.pairs *= 4 / toulbar2_limits.setup(cfn)  # as if its knapsacks were four units' worth
+    assert toulbar2_limits.setup(cfn) > 3
     before = work.stamp()
     assert toulbar2.run(cfn, model.nv, 3, lambda x: None) == (False, None)
     assert work.stamp() == before
@@ -190,15 +190,15 @@ def test_what_a_long_toulbar2_solve_reports_counts_at_its_end(tmp_path, counting
     come (else the barrier that takes them would depend on timing)."""
     import multiprocessing as mp
 
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     model = reduce(generated(tmp_path, 3, nodes=40, tightness=0.5))
     cfn = toulbar2.build(model, model.unary, 1, None, memory=True)
     stamps = mp.get_context("fork").SimpleQueue()
     start = work.stamp()
     toulbar2.run(cfn, model.nv, 3, lambda x: stamps.put(work.stamp()))
-    end = start + 3 + toulbar2.preparation(cfn)  # its search and its preparation
-    assert toulbar2.preparation(cfn) > 0
+    end = start + 3 + toulbar2_limits.preparation(cfn)  # its search and its preparation
+    assert toulbar2_limits.preparation(cfn) > 0
     assert work.stamp() == pytest.approx(end)
     seen = []
     while not stamps.empty():

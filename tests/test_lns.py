@@ -259,20 +259,20 @@ def test_a_sub_second_toulbar2_solve_is_held_to_that_many_seconds_of_backtracks(
     a budget, as lns's last moves) gets a backtrack limit from the rate of a
     deterministic run and keeps to it; a solve of a second or more has none."""
     from maxshard import work
-    from maxshard.search import toulbar2
+    from maxshard.search import toulbar2, toulbar2_limits
 
     model = reduced(generated(tmp_path, 3, nodes=600, max_strategies=8, tightness=1.0))
     unary = model.unary.astype(np.int64)
     cfn = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
     for seconds in (0.01, 1e-6):  # the second: a limit of one backtrack
-        left = (seconds - toulbar2.setup(cfn)) * work.RATES["tb2-node"]
-        expected = max(1, int(left / (3 * toulbar2.node_price(cfn))))
-        with toulbar2.budget(cfn, seconds) as limit:
+        left = (seconds - toulbar2_limits.setup(cfn)) * work.RATES["tb2-node"]
+        expected = max(1, int(left / (3 * toulbar2_limits.node_price(cfn))))
+        with toulbar2_limits.budget(cfn, seconds) as limit:
             assert limit == 1 and cfn.Option.backtrackLimit == expected
     toulbar2.solve_quietly(cfn, 1e-6)
     assert cfn.GetNbBacktracks() <= 2  # (the backtrack that reaches the limit counts)
-    with toulbar2.budget(cfn, 1) as limit:
-        assert limit == 1 and cfn.Option.backtrackLimit == toulbar2.NO_LIMIT
+    with toulbar2_limits.budget(cfn, 1) as limit:
+        assert limit == 1 and cfn.Option.backtrackLimit == toulbar2_limits.NO_LIMIT
     free = toulbar2.build(model, unary, seed=0, ub=None, memory=False)
     toulbar2.solve_quietly(free, 1)
     assert free.GetNbBacktracks() > 2  # the limit cut the search short

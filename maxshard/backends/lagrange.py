@@ -77,7 +77,7 @@ from ..backend import Capabilities, Context, Report, Result, Status, context
 from ..bound import TRWS, integer_bound, slack
 from ..instance import FORBIDDEN
 from ..model import Model
-from ..search import Searching, toulbar2
+from ..search import Searching, toulbar2_limits
 from ..search.dive import Rounding
 from ..search.local import Search
 from ..search.multipliers import Multipliers, TermWeights, solve_penalised, whole
@@ -226,7 +226,8 @@ class Lagrange(Searching):
         seconds = self.relax_seconds
         rounds = 0
         light = False  # skip toulbar2's preprocessing (measured: S needs it, M and N not)
-        prepared = toulbar2.preparation_of(model)  # what a deterministic solve charges besides
+        # what a deterministic solve is charged besides its search
+        prepared = toulbar2_limits.preparation_of(model)
         while work.now() + seconds + prepared + 1 < deadline:
             rounds += 1
             raw = prices.penalties()
