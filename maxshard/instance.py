@@ -39,8 +39,10 @@ class Instance:
     def m(self) -> int:
         return len(self.edge_u)
 
-    @property
+    @cached_property
     def n_strategies(self) -> np.ndarray:
+        """Each node's number of strategies (computed once: the starts and the
+        evaluator index it node by node)."""
         return np.diff(self.strat_off)
 
     @cached_property
