@@ -114,8 +114,21 @@ class Knapsack(NamedTuple):
     room: int  # in units (negative: nothing fits)
 
 
-def binding_knapsacks(model: Model) -> Iterator[Knapsack]:
-    """The knapsack of each binding point, in order (none without memory)."""
+class SparseKnapsack(NamedTuple):
+    """The same knapsack, only its nonzero weights: variable ``variables[i]``'s
+    values ``values[off[i]:off[i + 1]]`` (ascending) use ``weights[...]`` units."""
+
+    point: int
+    variables: np.ndarray  # sorted
+    off: np.ndarray
+    values: np.ndarray
+    weights: np.ndarray
+    room: int
+
+
+def sparse_knapsacks(model: Model) -> Iterator[SparseKnapsack]:
+    """The knapsack of each binding point, in order (none without memory), as
+    flat arrays: what toulbar2's knapsack parameters list."""
     mem = units(model)
     if mem is None:
         return
@@ -123,16 +136,25 @@ def binding_knapsacks(model: Model) -> Iterator[Knapsack]:
         starts = np.flatnonzero(np.r_[True, block.point[1:] != block.point[:-1]])
         ends = np.r_[starts[1:], len(block.point)]
         for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            var, val, weight = block.var[a:b], block.val[a:b], block.weight[a:b]
+            var = block.var[a:b]
             firsts = np.flatnonzero(np.r_[True, var[1:] != var[:-1]])
-            variables = var[firsts]
-            weights = []
-            for i, j in zip(firsts.tolist(), np.r_[firsts[1:], len(var)].tolist(), strict=True):
-                w = np.zeros(int(model.dom_size[var[i]]), dtype=np.int64)
-                w[val[i:j]] = weight[i:j]
-                weights.append(w)
             point = int(block.point[a])
-            yield Knapsack(point, variables, weights, int(mem.room[point]))
+            yield SparseKnapsack(
+                point, var[firsts], np.r_[firsts, b - a], block.val[a:b], block.weight[a:b],
+                int(mem.room[point]),
+            )  # fmt: skip
+
+
+def binding_knapsacks(model: Model) -> Iterator[Knapsack]:
+    """The knapsack of each binding point, in order (none without memory)."""
+    for k in sparse_knapsacks(model):
+        weights = []
+        bounds = k.off.tolist()
+        for v, i, j in zip(k.variables.tolist(), bounds[:-1], bounds[1:], strict=True):
+            w = np.zeros(int(model.dom_size[v]), dtype=np.int64)
+            w[k.values[i:j]] = k.weights[i:j]
+            weights.append(w)
+        yield Knapsack(k.point, k.variables, weights, k.room)
 
 
 def merge_terms(model: Model, terms: np.ndarray) -> tuple[list[int], list[np.ndarray]]:

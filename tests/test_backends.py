@@ -450,3 +450,34 @@ def test_a_toulbar2_solve_out_of_time_before_its_search_finds_nothing(tmp_path, 
             assert toulbar2.solve_quietly(cfn, 1.0) is None
         else:
             assert toulbar2.run(cfn, model.nv, 1, lambda _x: None) == (False, None)
+
+
+def test_toulbar2_knapsacks_list_each_binding_point_s_nonzero_usages():
+    from maxshard.knapsack import binding_knapsacks
+    from maxshard.model import Model
+    from maxshard.search import toulbar2
+
+    def params(room: int, weights: list[np.ndarray]) -> str:  # the knapsack's text, by hand
+        parts = [str(-room)]
+        for w in weights:
+            nz = np.flatnonzero(w)
+            parts += [str(len(nz))] + [f"{j} {-int(w[j])}" for j in nz]
+        return " ".join(parts)
+
+    # three variables live at two points: the third's first value uses nothing
+    model = Model(
+        dom_off=np.array([0, 2, 5, 7]), unary=np.zeros(7, dtype=np.int64),
+        edge_u=np.zeros(0, dtype=np.int64), edge_v=np.zeros(0, dtype=np.int64),
+        edge_off=np.zeros(1, dtype=np.int64), edge_cost=np.zeros(0, dtype=np.int64),
+        point_time=np.array([0, 1]), base=np.array([0, 0]), limit=9,
+        term_var=np.array([0, 1, 2, 2]), term_lo=np.array([0, 0, 0, 1]),
+        term_hi=np.array([2, 2, 1, 2]), term_off=np.array([0, 2, 5, 7, 9]),
+        term_usage=np.array([2, 4, 2, 6, 8, 0, 4, 0, 6]), offset=0,
+        node_var=np.arange(3), node_fixed=np.full(3, -1), map_off=np.array([0, 2, 5, 7]),
+        node_map=np.array([0, 1, 0, 1, 2, 0, 1]),
+    )  # fmt: skip
+    expected = [(k.variables.tolist(), params(k.room, k.weights)) for k in binding_knapsacks(model)]
+    assert len(expected) == 2, "precondition: memory binds at both points"
+    # usages in units of their gcd, 2: room 9 // 2 = 4
+    assert expected[0] == ([0, 1, 2], "-4 2 0 -1 1 -2 3 0 -1 1 -3 2 -4 1 1 -2")
+    assert list(toulbar2.knapsacks(model)) == expected

@@ -40,7 +40,7 @@ from .. import work
 from ..backend import Report
 from ..csr import groups
 from ..instance import FORBIDDEN
-from ..knapsack import binding_knapsacks
+from ..knapsack import sparse_knapsacks
 from ..model import Model
 from ..output import stdout_to
 from .toulbar2_limits import budget, revisits, setup
@@ -182,9 +182,18 @@ def post_knapsack(cfn, scope: list[int], params: str) -> None:
 
 def knapsacks(model: Model):
     """(scope, parameters) of toulbar2's knapsack at each binding point
-    (:func:`maxshard.knapsack.binding_knapsacks`)."""
-    for k in binding_knapsacks(model):
-        yield k.variables.tolist(), knapsack_params(k.room, k.weights)
+    (:func:`maxshard.knapsack.sparse_knapsacks`): :func:`knapsack_params`'
+    text, written from the flat arrays at once (a 1,000,000-pair model took
+    1.8 s one variable at a time)."""
+    for k in sparse_knapsacks(model):
+        counts = np.diff(k.off)
+        owner = np.repeat(np.arange(1, len(counts) + 1), counts)  # counts before a pair
+        tokens = np.empty(1 + len(counts) + 2 * len(k.values), dtype=np.int64)
+        tokens[0] = -k.room
+        tokens[1 + 2 * k.off[:-1] + np.arange(len(counts))] = counts
+        at = 1 + 2 * np.arange(len(k.values)) + owner
+        tokens[at], tokens[at + 1] = k.values, -k.weights
+        yield k.variables.tolist(), " ".join(map(str, tokens.tolist()))
 
 
 def knapsack_params(cap: int, uses: list[np.ndarray]) -> str:
