@@ -118,7 +118,7 @@ def _functions(inst: Instance, alive: np.ndarray) -> Functions:
     within = hits - offsets(lengths)[hit_edge]
     partner[s.entry_row[hits]] = within % ncols
     partner[len(s.row_val) + s.entry_col[hits]] = within // ncols
-    partner[np.flatnonzero(~np.concatenate([row_live, col_live]))] = -1
+    partner[~np.concatenate([row_live, col_live])] = -1  # a dead strategy has none
     # an edge is a function of its rows' end when every live row has one partner
     k = len(edges)
     rows = np.flatnonzero(np.bincount(s.row_edge, row_live & (row_count != 1), minlength=k) == 0)
