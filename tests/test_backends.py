@@ -457,13 +457,6 @@ def test_toulbar2_knapsacks_list_each_binding_point_s_nonzero_usages():
     from maxshard.model import Model
     from maxshard.search import toulbar2
 
-    def params(room: int, weights: list[np.ndarray]) -> str:  # the knapsack's text, by hand
-        parts = [str(-room)]
-        for w in weights:
-            nz = np.flatnonzero(w)
-            parts += [str(len(nz))] + [f"{j} {-int(w[j])}" for j in nz]
-        return " ".join(parts)
-
     # three variables live at two points: the third's first value uses nothing
     model = Model(
         dom_off=np.array([0, 2, 5, 7]), unary=np.zeros(7, dtype=np.int64),
@@ -476,7 +469,11 @@ def test_toulbar2_knapsacks_list_each_binding_point_s_nonzero_usages():
         node_var=np.arange(3), node_fixed=np.full(3, -1), map_off=np.array([0, 2, 5, 7]),
         node_map=np.array([0, 1, 0, 1, 2, 0, 1]),
     )  # fmt: skip
-    expected = [(k.variables.tolist(), params(k.room, k.weights)) for k in binding_knapsacks(model)]
+    # the flat writer agrees with its twin, the one lns uses one knapsack at a time
+    expected = [
+        (k.variables.tolist(), toulbar2.knapsack_params(k.room, k.weights))
+        for k in binding_knapsacks(model)
+    ]
     assert len(expected) == 2, "precondition: memory binds at both points"
     # usages in units of their gcd, 2: room 9 // 2 = 4
     assert expected[0] == ([0, 1, 2], "-4 2 0 -1 1 -2 3 0 -1 1 -3 2 -4 1 1 -2")

@@ -371,9 +371,9 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
     held = np.add.reduceat(allowed, inst.edge_off[:-1], dtype=np.int64) < lengths
     node_of = np.repeat(np.arange(inst.n), inst.n_strategies)
     around = np.ones(inst.n, dtype=bool)  # the nodes whose values changed
+    u, v = inst.edge_u, inst.edge_v
     while True:
         empty = ~np.logical_or.reduceat(alive, inst.strat_off[:-1])
-        u, v = inst.edge_u, inst.edge_v
         edges = np.flatnonzero((held | empty[u] | empty[v]) & (around[u] | around[v]))
         if not len(edges):
             return alive

@@ -198,7 +198,9 @@ def knapsacks(model: Model):
 
 def knapsack_params(cap: int, uses: list[np.ndarray]) -> str:
     """toulbar2's knapsack parameters for ``sum of uses[i][x_i] <= cap``: its
-    ``>=`` form, negated, listing each variable's nonzero usages."""
+    ``>=`` form, negated, listing each variable's nonzero usages. (For one
+    knapsack at a time, as ``lns`` posts them: :func:`knapsacks` writes the
+    same text from flat arrays, faster for many, slower for one.)"""
     parts = []
     for use in uses:
         nz = np.flatnonzero(use)

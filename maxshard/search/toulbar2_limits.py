@@ -73,7 +73,7 @@ def preparation(cfn) -> float:
 
 def preparation_of(model: Model) -> float:
     """:func:`preparation` of ``model``'s memory-free problem (as
-    :func:`build` posts it), before it is built; 0 outside a deterministic run
+    :func:`~.toulbar2.build` posts it), before it is built; 0 outside a deterministic run
     (where a solve's CPU time limit holds its preparation too)."""
     if not work.deterministic():
         return 0.0
