@@ -121,3 +121,28 @@ def test_an_interrupted_presolve_kills_its_child_at_once(tmp_path, monkeypatch):
     assert child.exitcode == -signal.SIGKILL
     children.kill()
     assert not children.helpers
+
+
+@pytest.mark.wallclock
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_a_presolve_past_the_deadline_leaves_the_run_its_start(
+    tmp_path, monkeypatch, deterministic
+):
+    """A model too large to presolve in the time given (LLaMA-3 8B at 32 layers
+    on 2x2x2 took 26 s): the run answers at its deadline with the best start,
+    the child killed, and a deterministic run says the clock cut it short."""
+    import maxshard
+    import maxshard.reduce as reduce_module
+
+    monkeypatch.setattr(reduce_module, "reduce", lambda inst, **kw: time.sleep(60))
+    inst = generated(tmp_path, 10, nodes=30, tightness=0.3)
+    lines: list[str] = []
+    start = time.monotonic()
+    result = maxshard.solve(inst, 1.5, deterministic=deterministic, log=lines.append)
+    assert time.monotonic() - start < 2.5
+    assert "presolve did not end before the deadline" in lines
+    assert result.solution is not None
+    assert evaluate(inst, np.array(result.solution)).cost == result.cost
+    assert result.deterministic is (False if deterministic else None)
+    if deterministic:
+        assert result.cut_short == "the clock ran out in presolve"

@@ -64,13 +64,20 @@ def solve(
     try:
         if model is None:  # the start and the plan's backends meanwhile, once for all workers
             names = plan_of(options).backend_names()
-            model = presolve(inst, options.presolve, names, children, meanwhile=consistent)
+            model = presolve(
+                inst, options.presolve, names, children, meanwhile=consistent, deadline=deadline
+            )
         else:
             consistent()
     except Infeasible as exc:
         if memory_units(inst)[2]:  # else only the scaled-down memory was infeasible
             best.proved("infeasible")
         log(f"infeasible: {exc}")
+        return {}
+    if model is None:  # the answer is the best start
+        log("presolve did not end before the deadline")
+        if options.deterministic:
+            best.cut_short("the clock ran out in presolve")
         return {}
     log("presolve: " + ", ".join(f"{v} {k}" for k, v in model.stats().items()))
     x = model.min_usage_solution()

@@ -11,13 +11,16 @@ what was loaded. Preparing stops once the model is back: on a small model
 presolve ends first, and the workers load what they need themselves, as
 they would without this. The child sends the model back pickled (N: 32 MB,
 0.08 s to pickle, 0.04 s to load). Should it die without an answer,
-presolve runs here after all.
+presolve runs here after all. The run waits for it no longer than its
+deadline: a model too large to presolve in the time given (LLaMA-3 8B at
+32 layers on 2x2x2, 85 M table entries: 26 s) leaves the run its starts.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import time
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
 
@@ -34,11 +37,14 @@ def presolve(
     backends: Iterable[str],
     children: Children | None = None,
     meanwhile: Callable[[], None] = lambda: None,
-) -> Model:
+    deadline: float | None = None,
+) -> Model | None:
     """``reduce(inst, passes=passes)``, computed in a child process (one of the
     run's ``children``) while this one calls ``meanwhile()`` (the start before
     presolve), then loads and prepares the backends named in ``backends``.
-    Raises what ``reduce`` raises (:class:`~maxshard.reduce.Infeasible`)."""
+    None if the model is not back by ``deadline`` (a ``time.monotonic()``
+    moment; the child is killed). Raises what ``reduce`` raises
+    (:class:`~maxshard.reduce.Infeasible`)."""
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     args = (inst, passes, send, receive)
@@ -50,10 +56,15 @@ def presolve(
     try:
         meanwhile()
         prepare(backends, until=receive.poll)
-        try:
-            kind, value = receive.recv()
-        except EOFError:  # the child died (killed, out of memory): no model came
-            kind, value = "died", None
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not receive.poll(wait):
+            child.kill()
+            kind, value = "late", None
+        else:
+            try:
+                kind, value = receive.recv()
+            except EOFError:  # the child died (killed, out of memory): no model came
+                kind, value = "died", None
     except BaseException:  # a signal or the deadline: the answer goes out now
         child.kill()
         raise
@@ -65,6 +76,8 @@ def presolve(
         raise value
     if kind == "model":
         return value
+    if kind == "late":
+        return None
     from ..reduce import reduce
 
     return reduce(inst, passes=passes)
