@@ -25,12 +25,14 @@ optimum (4x on A): it is the run's floor while presolve runs beside it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
-from .csr import grouped, offsets, segments, split
+from .csr import grouped, offsets, ranks, segments, split
 from .evaluate import all_min_usage
 from .instance import FORBIDDEN, Instance
+from .model import segment_argmin
 
 #: Passes that re-choose the components around the forbidden picks left (the
 #: shared benchmarks need none; history: *A start before presolve*)
@@ -186,3 +188,51 @@ def _tables(inst: Instance) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
     ok = np.logical_and.reduceat(rows_ok & cols_ok, first[:-1])
     heads = split(col, first)
     return cand[ok], [h for h, good in zip(heads, ok.tolist(), strict=True) if good], held
+
+
+def descend(inst: Instance, x: np.ndarray, done: Callable[[], bool]) -> np.ndarray:
+    """Iterated conditional modes from ``x`` on the instance itself, for a model
+    whose memory is unlimited, until no node's strategy alone can cost less or
+    ``done()``; what a run answers when presolve does not end in its time.
+
+    Each round prices every strategy against the neighbours' current ones (a
+    pass over one row or column of each table) and moves every node that
+    gains, except one of any two neighbours that both would (the smaller gain
+    waits). The movers are then independent, each gains exactly what it was
+    priced, and the cost falls every round."""
+    x = np.asarray(x, dtype=np.int64).copy()
+    u, v, off = inst.edge_u, inst.edge_v, inst.edge_off[:-1]
+    sizes = inst.n_strategies
+    base = np.minimum(inst.cost, FORBIDDEN).astype(np.float64)
+    loop = u == v  # a node's table with itself: its diagonal is its own cost
+    if loop.any():
+        d = sizes[u[loop]]
+        diagonal = np.repeat(off[loop], d) + ranks(d) * (np.repeat(d, d) + 1)
+        base += np.bincount(
+            inst.strat_off[np.repeat(u[loop], d)] + ranks(d),
+            weights=np.minimum(inst.edge_cost[diagonal], FORBIDDEN), minlength=len(base),
+        )  # fmt: skip
+    u, v, off = u[~loop], v[~loop], off[~loop]
+    rows, cols = sizes[u], sizes[v]
+    row_to = inst.strat_off[np.repeat(u, rows)] + ranks(rows)  # u's strategies, edge by edge
+    col_to = inst.strat_off[np.repeat(v, cols)] + ranks(cols)
+    row_step = np.repeat(cols, rows) * ranks(rows)
+    while not done():
+        # each strategy's cost beside the neighbours' current strategies
+        at_row = np.repeat(off + x[v], rows) + row_step  # column x[v] of each table
+        at_col = np.repeat(off + x[u] * cols, cols) + ranks(cols)  # row x[u]
+        entries = np.minimum(inst.edge_cost[np.concatenate([at_row, at_col])], FORBIDDEN)
+        price = base + np.bincount(
+            np.concatenate([row_to, col_to]), weights=entries, minlength=len(base)
+        )
+        best = segment_argmin(price, inst.strat_off)
+        gain = price[inst.strat_off[:-1] + x] - price[inst.strat_off[:-1] + best]
+        moving = gain > 0
+        both = moving[u] & moving[v]
+        smaller = (gain[u] < gain[v]) | ((gain[u] == gain[v]) & (u < v))
+        moving[u[both & smaller]] = False
+        moving[v[both & ~smaller]] = False
+        if not moving.any():
+            break
+        x[moving] = best[moving]
+    return x

@@ -146,3 +146,25 @@ def test_a_presolve_past_the_deadline_leaves_the_run_its_start(
     assert result.deterministic is (False if deterministic else None)
     if deterministic:
         assert result.cut_short == "the clock ran out in presolve"
+
+
+@pytest.mark.wallclock
+def test_a_memory_free_run_answers_the_descended_start_when_presolve_is_late(tmp_path, monkeypatch):
+    import maxshard
+    import maxshard.reduce as reduce_module
+    from maxshard.evaluate import all_min_usage
+    from maxshard.start import consistent_start, descend
+
+    monkeypatch.setattr(reduce_module, "reduce", lambda inst, **kw: time.sleep(60))
+    inst = generated(tmp_path, 11, nodes=40, tightness=0.3, forbidden=0.0)
+    object.__setattr__(inst, "usage_limit", None)
+    starts = [all_min_usage(inst), consistent_start(inst)]
+    start = min(starts, key=lambda x: evaluate(inst, x).cost)
+    descended = evaluate(inst, descend(inst, start, lambda: False)).cost
+    assert descended < evaluate(inst, start).cost  # the precondition: it has a descent
+    lines: list[str] = []
+    result = maxshard.solve(inst, 1.5, log=lines.append)
+    assert "presolve did not end before the deadline" in lines
+    assert result.cost == descended
+    assert evaluate(inst, np.array(result.solution)).cost == result.cost
+    assert any("by descent before presolve" in line for line in lines)

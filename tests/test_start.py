@@ -10,7 +10,7 @@ from maxshard import solve
 from maxshard.evaluate import all_min_usage, evaluate
 from maxshard.instance import FORBIDDEN
 from maxshard.reader import read_instance
-from maxshard.start import consistent_start
+from maxshard.start import consistent_start, descend
 
 from .conftest import BENCHMARKS, write_problem
 
@@ -117,3 +117,53 @@ def test_repairs_leave_fewer_forbidden_picks_on_random_tables(tmp_path):
         least += evaluate(inst, all_min_usage(inst)).forbidden
     assert least > 0  # precondition: the least-using picks break tables
     assert starts < least / 2
+
+
+def memory_free(seed: int, loop: bool) -> dict:
+    """Eight nodes of up to four strategies, random tables (some forbidden
+    entries), no memory limit; ``loop``: one node also has a table with itself."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 5, size=8)
+    edges = [[int(u), int(v)] for u, v in rng.choice(8, size=(12, 2)) if u != v]
+    if loop:
+        edges.append([3, 3])
+    tables = []
+    for u, v in edges:
+        t = rng.integers(0, 100, size=int(sizes[u] * sizes[v]))
+        t[rng.random(len(t)) < 0.1] = F
+        tables.append(t.tolist())
+    return {
+        "problem": {
+            "nodes": {
+                "intervals": [[0, 1]] * 8,
+                "costs": [rng.integers(0, 100, size=s).tolist() for s in sizes],
+                "usages": [[1] * int(s) for s in sizes],
+            },
+            "edges": {"nodes": edges, "costs": tables},
+        }
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_descent_ends_where_no_node_alone_costs_less(tmp_path, seed):
+    """Brute force over every single node's strategies: the descent's answer
+    costs no more than its start, and no one node's change makes it cheaper."""
+    inst = read_instance(write_problem(tmp_path / "p.json", memory_free(seed, loop=seed % 2 == 1)))
+    assert inst.usage_limit is None
+    x = all_min_usage(inst)
+    rounds = []
+    y = descend(inst, x, lambda: rounds.append(1) and False)
+    cost = evaluate(inst, y).cost
+    assert cost <= evaluate(inst, x).cost
+    assert len(rounds) >= 1
+    for i in range(inst.n):
+        for s in range(inst.n_strategies[i]):
+            z = y.copy()
+            z[i] = s
+            assert evaluate(inst, z).cost >= cost
+
+
+def test_the_descent_stops_when_told(tmp_path):
+    inst = read_instance(write_problem(tmp_path / "p.json", memory_free(0, loop=False)))
+    x = all_min_usage(inst)
+    assert np.array_equal(descend(inst, x, lambda: True), x)

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..evaluate import all_min_usage
 from ..instance import Instance
 from ..model import Model
 from ..output import solution_line
-from ..start import consistent_start
+from ..start import consistent_start, descend
 from .incumbent import Best, Log
 from .loop import run_backends
 from .options import EPOCH, Options, default_work
@@ -61,12 +63,20 @@ def solve(
         if options.starts:
             took.append(best.offer(consistent_start(inst), "consistent start"))
 
+    descended: list[np.ndarray] = []  # offered only if presolve ends too late
+
+    def idle(done: Callable[[], bool]) -> None:  # this core, until presolve ends
+        memory_free = inst.usage_limit is None
+        if best.solution is not None and not options.deterministic and memory_free:
+            descended.append(descend(inst, best.solution, done))
+
     try:
         if model is None:  # the start and the plan's backends meanwhile, once for all workers
             names = plan_of(options).backend_names()
             model = presolve(
-                inst, options.presolve, names, children, meanwhile=consistent, deadline=deadline
-            )
+                inst, options.presolve, names, children, meanwhile=consistent,
+                deadline=deadline, idle=idle,
+            )  # fmt: skip
         else:
             consistent()
     except Infeasible as exc:
@@ -74,8 +84,10 @@ def solve(
             best.proved("infeasible")
         log(f"infeasible: {exc}")
         return {}
-    if model is None:  # the answer is the best start
+    if model is None:  # the answer is the best start, descended
         log("presolve did not end before the deadline")
+        for x in descended:
+            best.offer(x, "descent before presolve")
         if options.deterministic:
             best.cut_short("the clock ran out in presolve")
         return {}

@@ -38,13 +38,15 @@ def presolve(
     children: Children | None = None,
     meanwhile: Callable[[], None] = lambda: None,
     deadline: float | None = None,
+    idle: Callable[[Callable[[], bool]], None] = lambda done: None,
 ) -> Model | None:
     """``reduce(inst, passes=passes)``, computed in a child process (one of the
     run's ``children``) while this one calls ``meanwhile()`` (the start before
-    presolve), then loads and prepares the backends named in ``backends``.
-    None if the model is not back by ``deadline`` (a ``time.monotonic()``
-    moment; the child is killed). Raises what ``reduce`` raises
-    (:class:`~maxshard.reduce.Infeasible`)."""
+    presolve), then loads and prepares the backends named in ``backends``, then
+    calls ``idle(done)``, which should return once ``done()`` (the model is
+    back, or the deadline passed). None if the model is not back by
+    ``deadline`` (a ``time.monotonic()`` moment; the child is killed). Raises
+    what ``reduce`` raises (:class:`~maxshard.reduce.Infeasible`)."""
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     args = (inst, passes, send, receive)
@@ -56,6 +58,8 @@ def presolve(
     try:
         meanwhile()
         prepare(backends, until=receive.poll)
+        late = (lambda: False) if deadline is None else (lambda: time.monotonic() >= deadline)
+        idle(lambda: receive.poll() or late())
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not receive.poll(wait):
             child.kill()
