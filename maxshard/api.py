@@ -40,6 +40,7 @@ def solve(
     plan: str | Path | Plan | None = None,
     deterministic: bool = False,
     work: float | None = None,
+    starts: Sequence[Sequence[int]] = (),
 ) -> SolveResult:
     """Solve ``problem`` (a file or an :class:`~maxshard.instance.Instance`) within
     ``timeout`` seconds from this call. ``backends``: run these (default: the
@@ -51,7 +52,10 @@ def solve(
     workers and ``work``, the budget in work units over all workers; default:
     :func:`~maxshard.orchestrate.options.default_work`, ``timeout`` less the
     start-up estimated from the instance's size, at the plan case's pace),
-    ``timeout`` still holding."""
+    ``timeout`` still holding; ``starts``: answers to begin from (a strategy
+    per node each, as in a solution line), priced by the evaluator like every
+    answer (:class:`~maxshard.orchestrate.options.UsageError` if one is not
+    an answer to ``problem``)."""
     start = time.monotonic()
     options = options_for(
         timeout, plan=plan, backends=backends, prove=prove, seed=seed, workers=workers,
@@ -59,7 +63,7 @@ def solve(
     )  # fmt: skip
     run = Run(options, log or (lambda _line: None), start)
     try:
-        run.solve(problem, start + timeout)
+        run.solve(problem, start + timeout, starts=starts)
     finally:
         run.stop()
     return run.result()

@@ -167,3 +167,27 @@ def test_the_descent_stops_when_told(tmp_path):
     inst = read_instance(write_problem(tmp_path / "p.json", memory_free(0, loop=False)))
     x = all_min_usage(inst)
     assert np.array_equal(descend(inst, x, lambda: True), x)
+
+
+def test_a_given_start_is_offered_and_a_wrong_one_named(tmp_path):
+    """``solve(..., starts=...)``: the run begins from the caller's answers
+    (here the brute-force optimum, which the least-using start is not), and
+    one that is no answer to the instance is a usage error naming it."""
+    from maxshard.orchestrate.options import UsageError
+
+    from .conftest import brute_force, generated
+
+    inst = generated(tmp_path, 6, nodes=7, tightness=0.5)
+    cost, optimum = brute_force(inst)
+    assert cost is not None and evaluate(inst, all_min_usage(inst)).cost > cost
+    lines: list[str] = []
+    result = solve(inst, 5, backends=["local"], starts=[optimum], log=lines.append)
+    found = f"Found solution with cost {cost} by given start 1"
+    assert any(line.startswith(found) for line in lines)
+    assert result.cost == cost
+    with pytest.raises(UsageError, match="start 2 is not 7 strategies, one per node"):
+        solve(inst, 5, starts=[optimum, optimum[:-1]])
+    wrong = list(optimum)
+    wrong[4] = int(inst.n_strategies[4])
+    with pytest.raises(UsageError, match=f"start 1 gives node 4 strategy {wrong[4]} of"):
+        solve(inst, 5, starts=[wrong])

@@ -118,7 +118,7 @@ def test_instances_are_valid_and_their_strategies_are_dtensors(name, mesh, tmp_p
 def test_plan_beats_every_baseline_and_reads_back():
     model, args = torch_models.gpt2()
     plan = mt.plan(model, args, mesh=(2, 2), timeout=10)
-    assert plan.result.cost <= min(c.cost for c in plan.baselines.values())
+    assert plan.result.cost < min(c.cost for c in plan.baselines.values())
     assert set(plan.baselines) == {"data parallel", "fully sharded", "megatron"}
     assert evaluate(plan.traced.instance, plan.solution).cost == plan.cost
     assert set(plan.placements) == {n for n, p in model.named_parameters()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from ..output import solution_line
 from ..start import consistent_start, descend
 from .incumbent import Best, Log
 from .loop import run_backends
-from .options import EPOCH, Options, default_work
+from .options import EPOCH, Options, UsageError, default_work
 from .plan import Budget, Facts, Plan, built_in
 from .presolve import presolve
 from .workers import Children, available_cores
@@ -45,9 +45,11 @@ def solve(
     options: Options | None = None,
     model: Model | None = None,
     children: Children | None = None,
+    starts: Sequence[Sequence[int]] = (),
 ) -> dict[str, str]:
     """Presolve ``inst`` (unless ``model`` is given), run the plan's stages until
-    ``deadline``, keeping the best verified solution in ``best``; its child
+    ``deadline``, keeping the best verified solution in ``best`` (the first
+    offers: its least-using start, then the caller's ``starts``); its child
     processes are ``children``'s. Returns each backend's status in the last
     stage run."""
     from ..reduce import Infeasible, memory_units
@@ -56,6 +58,8 @@ def solve(
     log = best.log
     if options.starts:
         best.offer(all_min_usage(inst), "min-usage start")
+    for k, x in enumerate(_checked(inst, starts)):
+        best.offer(x, f"given start {k + 1}")
 
     took: list[bool] = []  # whether the consistent start became the best answer
 
@@ -140,6 +144,23 @@ def solve(
     return outcome
 
 
+def _checked(inst: Instance, starts: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """The caller's starts as arrays; :class:`UsageError` names the first that is
+    no answer to ``inst`` (one strategy of each node, in its range)."""
+    checked = []
+    for k, start in enumerate(starts):
+        x = np.asarray(start)
+        if x.shape != (inst.n,) or not np.issubdtype(x.dtype, np.integer):
+            raise UsageError(f"start {k + 1} is not {inst.n} strategies, one per node")
+        if (bad := np.flatnonzero((x < 0) | (x >= inst.n_strategies))).size:
+            i = int(bad[0])
+            raise UsageError(
+                f"start {k + 1} gives node {i} strategy {x[i]} of {inst.n_strategies[i]}"
+            )
+        checked.append(x.astype(np.int64))
+    return checked
+
+
 def _stage_text(stage, names: list[str], workers: int) -> str:
     text = ", ".join(names[:workers])
     if names[workers:]:
@@ -209,10 +230,12 @@ class Run:
         problem: str | Path | Instance | Callable[[], Instance],
         deadline: float,
         model: Model | None = None,
+        starts: Sequence[Sequence[int]] = (),
     ) -> None:
         """Read ``problem`` (a file, an instance, or a function that reads one)
-        and solve it until ``deadline``; its child processes are killed on the
-        way out (reaped by :meth:`stop`, once the answer is out)."""
+        and solve it until ``deadline``, from the caller's ``starts`` as well as
+        its own; its child processes are killed on the way out (reaped by
+        :meth:`stop`, once the answer is out)."""
         from ..reader import read_instance
 
         completed, stopped = False, "stopped before its work budget was spent"
@@ -226,7 +249,9 @@ class Run:
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
             if self.options.deterministic:
                 self.best.work = 0.0
-            self.outcome = solve(self.inst, deadline, self.best, self.options, model, self.children)
+            self.outcome = solve(
+                self.inst, deadline, self.best, self.options, model, self.children, starts
+            )
             completed = True
         except BaseException as exc:  # a signal, the deadline's alarm: what it has stands
             stopped = f"stopped by {exc or type(exc).__name__}"

@@ -148,7 +148,8 @@ def plan(
     the instance with :func:`maxshard.solve` within ``timeout`` seconds
     (``solve_options``: ``deterministic``, ``seed``, ``plan``, ``backends``,
     ...) and return the plan: the cheapest of maxshard's answer and the
-    baselines, all priced by the same evaluator.
+    baselines, all priced by the same evaluator (the solve starts from the
+    baselines, and from ``starts`` if given).
 
     Raises
     ------
@@ -167,10 +168,11 @@ def plan(
             f"no plan fits {_bytes(inst.usage_limit)} per device: the smallest peak any plan "
             f"reaches is {_bytes(smallest)} ({smallest} bytes)"
         )
-    result = maxshard.solve(inst, timeout=timeout, log=log, **solve_options)
+    assignments = baselines(traced, model)  # the solve starts from them too
+    starts = [*solve_options.pop("starts", ()), *assignments.values()]
+    result = maxshard.solve(inst, timeout=timeout, log=log, starts=starts, **solve_options)
     if result.solution is None:
         raise TorchPlanError(f"maxshard found no plan in {timeout} s ({result.status})")
-    assignments = baselines(traced, model)
     costed = {label: price(traced, sol) for label, sol in assignments.items()}
     solution, method = np.asarray(result.solution), f"maxshard ({result.method})"
     best = price(traced, solution)
