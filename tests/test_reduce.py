@@ -101,6 +101,44 @@ def test_degree2_variables_are_eliminated(tmp_path):
     assert model.nv < 5
 
 
+def test_the_compiled_min_plus_product_is_the_first_least_one():
+    """``minplus.min_through`` against its definition, entry by entry, on tables
+    with forbidden costs and ties (the first middle value wins a tie)."""
+    from maxshard.reduce.minplus import min_through
+
+    rng = np.random.default_rng(7)
+    for a, b, c in [(1, 1, 1), (3, 4, 2), (5, 1, 6), (4, 7, 4)]:
+        left = rng.integers(0, 5, size=(a, b))
+        left[rng.random((a, b)) < 0.2] = FORBIDDEN
+        middle = rng.integers(0, 3, size=b)
+        right = rng.integers(0, 5, size=(b, c))
+        right[rng.random((b, c)) < 0.2] = FORBIDDEN
+        best, choice = min_through(left, middle, right)
+        for i, k in itertools.product(range(a), range(c)):
+            through = [int(left[i, j] + middle[j] + right[j, k]) for j in range(b)]
+            assert best[i, k] == min(through)
+            assert choice[i, k] == through.index(min(through))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_degree2_eliminations_compiled_or_not_make_the_same_model(tmp_path, monkeypatch, seed):
+    import maxshard.reduce.degree2 as degree2
+    from maxshard.model import fingerprint
+    from maxshard.reduce.minplus import min_through
+
+    inst = generated(tmp_path, seed, nodes=40, max_strategies=5, idle=0.7, tightness=0.3)
+    monkeypatch.setattr(degree2, "_compiled", None)
+    monkeypatch.setattr(degree2, "COMPILED_AFTER", 10**18)
+    plain = reduced(inst)
+    assert plain.eliminations  # the precondition: there are eliminations to compare
+    monkeypatch.setattr(degree2, "_compiled", min_through)
+    compiled = reduced(inst)
+    assert fingerprint(compiled) == fingerprint(plain)
+    assert len(compiled.eliminations) == len(plain.eliminations)
+    for a, b in zip(compiled.eliminations, plain.eliminations, strict=True):
+        assert np.array_equal(a.choice, b.choice) and np.array_equal(a.maps, b.maps)
+
+
 def test_dominated_values_are_dropped(tmp_path):
     # node 0 (alone, live): value 1 costs and uses more than value 0; value 2 is a
     # real trade-off (dearer, smaller)

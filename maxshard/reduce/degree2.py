@@ -9,6 +9,11 @@ from .draft import Draft
 
 #: Largest (left x middle x right) cost cube a degree-2 elimination builds.
 ELIMINATION_WORK = 4_000_000
+#: A cube this large takes numpy about 4 ms (history: *A deadline for presolve*)
+BIG_CUBE = 1_000_000
+#: After this many big cubes in numpy, the compiled product (:mod:`.minplus`,
+#: 0.4 s to load) takes every cube (the same entry)
+COMPILED_AFTER = 32
 
 
 def eliminate_degree2(work: Draft) -> int:
@@ -21,11 +26,11 @@ def eliminate_degree2(work: Draft) -> int:
             continue
         u, w = sorted(work.nbrs[v])
         left, right = work.table(u, v), work.table(v, w)
-        if left.shape[0] * left.shape[1] * right.shape[1] > ELIMINATION_WORK:
+        cube = left.shape[0] * left.shape[1] * right.shape[1]
+        if cube > ELIMINATION_WORK:
             continue
-        through = left[:, :, None] + work.unary[v][None, :, None] + right[None, :, :]
-        choice = through.argmin(axis=1)  # [value of u, value of w]
-        best = saturate(np.take_along_axis(through, choice[:, None, :], axis=1)[:, 0, :])
+        best, choice = _through(left, work.unary[v], right, cube)  # [value of u, value of w]
+        best = saturate(best)
         nodes = work.nodes_of[v]
         work.eliminations.append(
             Elimination(
@@ -44,6 +49,28 @@ def eliminate_degree2(work: Draft) -> int:
         work.kill(v)
         eliminated += 1
     return eliminated
+
+
+def _through(
+    left: np.ndarray, middle: np.ndarray, right: np.ndarray, cube: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The least cost through the middle variable for each pair of its
+    neighbours' values, and its value there (the first on ties)."""
+    global _compiled, _big
+    _big += cube >= BIG_CUBE
+    if _compiled is None and _big > COMPILED_AFTER:
+        from .minplus import min_through
+
+        _compiled = min_through
+    if _compiled is not None:
+        return _compiled(np.ascontiguousarray(left), middle, np.ascontiguousarray(right))
+    through = left[:, :, None] + middle[None, :, None] + right[None, :, :]
+    choice = through.argmin(axis=1)
+    return np.take_along_axis(through, choice[:, None, :], axis=1)[:, 0, :], choice
+
+
+_compiled = None  # the compiled product, once enough big cubes have needed it
+_big = 0  # big cubes met in this process
 
 
 def _virtual_node(work: Draft, v: int) -> int:
