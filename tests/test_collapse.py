@@ -1,6 +1,7 @@
 """The bulk collapse of functional edges (maxshard.reduce.collapse)."""
 
 import numpy as np
+import pytest
 
 from maxshard.instance import FORBIDDEN
 from maxshard.model import saturating_sum
@@ -69,3 +70,23 @@ def test_saturating_sum_is_exact_below_the_sentinel_and_saturates_above():
     values = np.array([5, 7, 2**62, 2**62, 2**62, F - 1])
     out = saturating_sum(index, values, 3)
     assert out.tolist() == [12, F, F - 1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_functional_edges_found_compiled_or_not_are_the_same(tmp_path, monkeypatch, seed):
+    """The compiled partner count (``minplus.partners``) against numpy's, on
+    tables with forbidden entries, functional ones among them, and dead
+    strategies."""
+    import maxshard.reduce.collapse as module
+
+    from .conftest import generated
+
+    inst = generated(tmp_path, seed, nodes=60, max_strategies=5, forbidden=0.2, functional=0.5)
+    alive = np.random.default_rng(seed).random(len(inst.cost)) >= 0.1
+    found = []
+    for entries in (10**18, 0):  # numpy, then compiled
+        monkeypatch.setattr(module, "COMPILED_ENTRIES", entries)
+        found.append(module._functions(inst, alive))
+    assert len(found[0].edge) > 0  # the precondition: functional edges exist
+    for numpy_part, compiled_part in zip(*found, strict=True):
+        assert np.array_equal(numpy_part, compiled_part)

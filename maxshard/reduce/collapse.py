@@ -28,6 +28,10 @@ from ..csr import offsets, positions, ranks, segments, split
 from ..instance import FORBIDDEN, Instance
 from ..model import saturating_sum, table_slots
 
+#: Table entries from which the functional edges are found by the compiled loop
+#: (:mod:`.minplus`; numba takes 0.4 s to load; history: *A deadline for presolve*)
+COMPILED_ENTRIES = 10_000_000
+
 
 @dataclass(frozen=True)
 class Forest:
@@ -103,28 +107,26 @@ def _functions(inst: Instance, alive: np.ndarray) -> Functions:
     if not len(edges):
         return Functions(none, none, np.zeros(1, dtype=np.int64), none)
     lengths = lengths[edges]
-    cost = inst.edge_cost[np.repeat(inst.edge_off[edges], lengths) + ranks(lengths)]
     eu, ev = inst.edge_u[edges], inst.edge_v[edges]
-    s = table_slots(inst.strat_off, eu, ev, len(cost))
-    row_live, col_live = alive[s.row_val], alive[s.col_val]
-    ok = (cost < FORBIDDEN) & row_live[s.entry_row] & col_live[s.entry_col]
-    hits = np.flatnonzero(ok)
-    # the partner of each row (column) slot, valid where it has exactly one
-    row_count = np.bincount(s.entry_row[hits], minlength=len(s.row_val))
-    col_count = np.bincount(s.entry_col[hits], minlength=len(s.col_val))
-    partner = np.full(len(s.row_val) + len(s.col_val), -1, dtype=np.int64)
-    hit_edge = s.row_edge[s.entry_row[hits]]
-    ncols = np.diff(inst.strat_off)[ev][hit_edge]
-    within = hits - offsets(lengths)[hit_edge]
-    partner[s.entry_row[hits]] = within % ncols
-    partner[len(s.row_val) + s.entry_col[hits]] = within // ncols
+    du, dv = inst.n_strategies[eu], inst.n_strategies[ev]
+    k = len(edges)
+    row_edge, col_edge = np.repeat(np.arange(k), du), np.repeat(np.arange(k), dv)
+    row_live = alive[inst.strat_off[eu][row_edge] + ranks(du)]  # each table's row slots
+    col_live = alive[inst.strat_off[ev][col_edge] + ranks(dv)]
+    # each row (column) slot's allowed entries, and its partner where it has one
+    if lengths.sum() >= COMPILED_ENTRIES:
+        from .minplus import partners
+
+        counted = (inst.edge_cost, inst.edge_off[edges], du, dv, row_live, col_live)
+        row_count, col_count, partner = partners(*counted, FORBIDDEN)
+    else:
+        row_count, col_count, partner = _partners(inst, edges, lengths, row_live, col_live)
     partner[~np.concatenate([row_live, col_live])] = -1  # a dead strategy has none
     # an edge is a function of its rows' end when every live row has one partner
-    k = len(edges)
-    rows = np.flatnonzero(np.bincount(s.row_edge, row_live & (row_count != 1), minlength=k) == 0)
-    cols = np.flatnonzero(np.bincount(s.col_edge, col_live & (col_count != 1), minlength=k) == 0)
-    row_first = offsets(np.bincount(s.row_edge, minlength=k))
-    col_first = offsets(np.bincount(s.col_edge, minlength=k)) + len(s.row_val)
+    rows = np.flatnonzero(np.bincount(row_edge, row_live & (row_count != 1), minlength=k) == 0)
+    cols = np.flatnonzero(np.bincount(col_edge, col_live & (col_count != 1), minlength=k) == 0)
+    row_first = offsets(du)
+    col_first = offsets(dv) + len(row_live)
     edge = np.concatenate([edges[rows], edges[cols]])
     direction = np.repeat(np.array([0, 1], dtype=np.int64), [len(rows), len(cols)])
     first = np.concatenate([row_first[rows], col_first[cols]])
@@ -137,6 +139,26 @@ def _functions(inst: Instance, alive: np.ndarray) -> Functions:
         offsets(size),
         partner[np.repeat(first[order], size) + ranks(size)],
     )
+
+
+def _partners(
+    inst: Instance, edges: np.ndarray, lengths: np.ndarray, row_live: np.ndarray,
+    col_live: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`.minplus.partners` in numpy, on the tables of ``edges``."""
+    s = table_slots(inst.strat_off, inst.edge_u[edges], inst.edge_v[edges], int(lengths.sum()))
+    cost = inst.edge_cost[np.repeat(inst.edge_off[edges], lengths) + ranks(lengths)]
+    ok = (cost < FORBIDDEN) & row_live[s.entry_row] & col_live[s.entry_col]
+    hits = np.flatnonzero(ok)
+    row_count = np.bincount(s.entry_row[hits], minlength=len(s.row_val))
+    col_count = np.bincount(s.entry_col[hits], minlength=len(s.col_val))
+    partner = np.full(len(s.row_val) + len(s.col_val), -1, dtype=np.int64)
+    hit_edge = s.row_edge[s.entry_row[hits]]
+    ncols = inst.n_strategies[inst.edge_v[edges]][hit_edge]
+    within = hits - offsets(lengths)[hit_edge]
+    partner[s.entry_row[hits]] = within % ncols
+    partner[len(s.row_val) + s.entry_col[hits]] = within // ncols
+    return row_count, col_count, partner
 
 
 def _forest(

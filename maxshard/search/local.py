@@ -212,7 +212,7 @@ class Search:
 
 def warm_up() -> float:
     """Load the kernels (local search's, the diffusion bound's, TRW-S's, the dual
-    ascent's multiplier LP's and presolve's min-plus product) into this process,
+    ascent's multiplier LP's and presolve's compiled loops) into this process,
     compiling them if numba's cache lacks them; returns the seconds it took (0
     once loaded).
 
@@ -252,10 +252,12 @@ def warm_up() -> float:
     trws = TRWS(model)  # the free rounds' message passing
     trws.sweep(model.unary.astype(np.float64))
     trws.decode(model.unary.astype(np.float64))
-    from ..reduce.minplus import min_through  # presolve's large eliminations
+    from ..reduce.minplus import min_through, partners  # presolve on large models
 
     one = np.zeros((1, 1), dtype=np.int64)
     min_through(one, one[0], one)
+    sizes, live = np.ones(1, dtype=np.int64), np.ones(1, dtype=np.bool_)
+    partners(one[0], one[0], sizes, sizes, live, live, 1)
     _warm = True
     return time.monotonic() - start
 
