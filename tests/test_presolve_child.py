@@ -168,3 +168,26 @@ def test_a_memory_free_run_answers_the_descended_start_when_presolve_is_late(tmp
     assert result.cost == descended
     assert evaluate(inst, np.array(result.solution)).cost == result.cost
     assert any("by descent before presolve" in line for line in lines)
+
+
+@pytest.mark.wallclock
+def test_a_model_still_coming_through_the_pipe_at_the_deadline_is_not_waited_for(
+    tmp_path, monkeypatch
+):
+    """The model of LLaMA-3 8B at 32 layers on 2x2x2 takes a second to come
+    through the pipe: the run does not wait for it past its deadline."""
+    import threading
+
+    import maxshard
+    from maxshard.orchestrate import presolve as module
+
+    arriving = threading.Event()
+    monkeypatch.setattr(module, "_received", lambda conn: (arriving.wait(60), ("died", None))[1])
+    inst = generated(tmp_path, 12, nodes=30, tightness=0.3)
+    lines: list[str] = []
+    start = time.monotonic()
+    result = maxshard.solve(inst, 1.5, log=lines.append)
+    assert time.monotonic() - start < 3.5
+    arriving.set()
+    assert "presolve did not end before the deadline" in lines
+    assert evaluate(inst, np.array(result.solution)).cost == result.cost

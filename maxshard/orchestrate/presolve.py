@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection
@@ -55,24 +56,26 @@ def presolve(
     send.close()
     children = children if children is not None else Children()
     children.track(child)  # and reaped with the workers
+    reader: threading.Thread | None = None
     try:
         meanwhile()
         prepare(backends, until=receive.poll)
         late = (lambda: False) if deadline is None else (lambda: time.monotonic() >= deadline)
         idle(lambda: receive.poll() or late())
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not receive.poll(wait):
-            child.kill()
-            kind, value = "late", None
-        else:
-            try:
-                kind, value = receive.recv()
-            except EOFError:  # the child died (killed, out of memory): no model came
-                kind, value = "died", None
+        # read in a thread: a large model takes seconds to come through the
+        # pipe (LLaMA-3 8B, 32 layers, 2x2x2: 1 s), and the deadline holds then too
+        got: list[tuple[str, object]] = []
+        reader = threading.Thread(target=lambda: got.append(_received(receive)), daemon=True)
+        reader.start()
+        reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        kind, value = got[0] if got else ("late", None)
     except BaseException:  # a signal or the deadline: the answer goes out now
         child.kill()
         raise
     finally:
+        if reader is not None and reader.is_alive():
+            child.kill()  # the reader meets the pipe's end
+            reader.join(timeout=1)
         receive.close()
     child.join(timeout=1)  # it has sent the model, or died
     children.untrack(child)
@@ -85,6 +88,15 @@ def presolve(
     from ..reduce import reduce
 
     return reduce(inst, passes=passes)
+
+
+def _received(conn: Connection) -> tuple[str, object]:
+    """The child's message, or ``died`` if it ended without one (killed, out
+    of memory)."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return "died", None
 
 
 def prepare(backends: Iterable[str], until: Callable[[], bool] = lambda: False) -> None:
