@@ -38,7 +38,7 @@ def eliminate_degree2(work: Draft) -> int:
                 maps=np.array([work.node_map[i] for i in nodes], dtype=np.int64),
                 left=_virtual_node(work, u),
                 right=_virtual_node(work, w),
-                choice=choice,
+                choice=choice.astype(np.int16 if len(work.unary[v]) <= 2**15 else np.int64),
             )
         )
         for i in nodes:
