@@ -193,7 +193,7 @@ def _tables(inst: Instance) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
 def descend(inst: Instance, x: np.ndarray, done: Callable[[], bool]) -> np.ndarray:
     """Iterated conditional modes from ``x`` on the instance itself, for a model
     whose memory is unlimited, until no node's strategy alone can cost less or
-    ``done()``; the run's process does it while presolve runs.
+    ``done()``; what a run answers when presolve does not end in its time.
 
     Each round prices every strategy against the neighbours' current ones (a
     pass over one row or column of each table) and moves every node that

@@ -67,7 +67,7 @@ def solve(
         if options.starts:
             took.append(best.offer(consistent_start(inst), "consistent start"))
 
-    descended: list[np.ndarray] = []  # the descent's answer, offered once presolve is back
+    descended: list[np.ndarray] = []  # offered only if presolve ends too late
 
     def idle(done: Callable[[], bool]) -> None:  # this core, until presolve ends
         memory_free = inst.usage_limit is None
@@ -88,10 +88,10 @@ def solve(
             best.proved("infeasible")
         log(f"infeasible: {exc}")
         return {}
-    for x in descended:
-        best.offer(x, "descent before presolve")
     if model is None:  # the answer is the best start, descended
         log("presolve did not end before the deadline")
+        for x in descended:
+            best.offer(x, "descent before presolve")
         if options.deterministic:
             best.cut_short("the clock ran out in presolve")
         return {}
