@@ -71,7 +71,8 @@ def solve(
 
     def idle(done: Callable[[], bool]) -> None:  # this core, until presolve ends
         memory_free = inst.usage_limit is None
-        if best.solution is not None and not options.deterministic and memory_free:
+        ours = options.starts and not options.deterministic  # (compare: the backend's own)
+        if ours and memory_free and best.solution is not None:
             descended.append(descend(inst, best.solution, done))
 
     try:
