@@ -185,9 +185,16 @@ def test_a_given_start_is_offered_and_a_wrong_one_named(tmp_path):
     found = f"Found solution with cost {cost} by given start 1"
     assert any(line.startswith(found) for line in lines)
     assert result.cost == cost
-    with pytest.raises(UsageError, match="start 2 is not 7 strategies, one per node"):
+    with pytest.raises(
+        UsageError, match="^start 2: solution has 6 entries but the instance has 7 nodes$"
+    ):
         solve(inst, 5, starts=[optimum, optimum[:-1]])
     wrong = list(optimum)
     wrong[4] = int(inst.n_strategies[4])
-    with pytest.raises(UsageError, match=f"start 1 gives node 4 strategy {wrong[4]} of"):
+    out_of_range = f"^start 1: node 4: strategy {wrong[4]} out of range 0..{wrong[4] - 1}$"
+    with pytest.raises(UsageError, match=out_of_range):
         solve(inst, 5, starts=[wrong])
+    with pytest.raises(
+        UsageError, match="^start 1: not a list of integers, one strategy per node$"
+    ):
+        solve(inst, 5, starts=[[0.5] * 7])

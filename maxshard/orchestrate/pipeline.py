@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..evaluate import all_min_usage
+from ..evaluate import all_min_usage, check_solution
 from ..instance import Instance
 from ..model import Model
 from ..output import solution_line
@@ -147,18 +147,16 @@ def solve(
 
 def _checked(inst: Instance, starts: Sequence[Sequence[int]]) -> list[np.ndarray]:
     """The caller's starts as arrays; :class:`UsageError` names the first that is
-    no answer to ``inst`` (one strategy of each node, in its range)."""
+    no answer to ``inst`` and why (:func:`~maxshard.evaluate.check_solution`)."""
     checked = []
     for k, start in enumerate(starts):
         x = np.asarray(start)
-        if x.shape != (inst.n,) or not np.issubdtype(x.dtype, np.integer):
-            raise UsageError(f"start {k + 1} is not {inst.n} strategies, one per node")
-        if (bad := np.flatnonzero((x < 0) | (x >= inst.n_strategies))).size:
-            i = int(bad[0])
-            raise UsageError(
-                f"start {k + 1} gives node {i} strategy {x[i]} of {inst.n_strategies[i]}"
-            )
-        checked.append(x.astype(np.int64))
+        try:
+            if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer):
+                raise ValueError("not a list of integers, one strategy per node")
+            checked.append(check_solution(inst, x))
+        except ValueError as exc:
+            raise UsageError(f"start {k + 1}: {exc}") from None
     return checked
 
 
