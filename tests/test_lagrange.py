@@ -350,6 +350,25 @@ def test_a_search_given_grace_still_stops_at_its_time_once_it_has_a_solution(tmp
     time.sleep(0.05)  # still alive: the signal is ignored once the search is over
 
 
+@pytest.mark.wallclock
+def test_a_search_of_seconds_with_a_fraction_takes_the_fraction(tmp_path):
+    """toulbar2's own limit counts whole seconds: a search given 1.6 s that
+    cannot finish (the random network above) runs 1.6 s on the clock, neither
+    the 1 s its limit would round down to nor the 2 it is given instead."""
+    from maxshard.search import toulbar2
+
+    inst = generated(
+        tmp_path, 1, nodes=600, edges=2400, max_strategies=6, forbidden=0.0, functional=0.0
+    )
+    model = reduced(inst)
+    cfn = toulbar2.build(model, model.unary, 0, None, memory=False)
+    start = time.monotonic()
+    proved, x = toulbar2.run(cfn, model.nv, 1.6, lambda _x: None)
+    took = time.monotonic() - start
+    assert 1.5 <= took < 1.9
+    assert not proved and x is not None and len(x) == model.nv
+
+
 def test_toulbar2_runs_with_a_deep_stack(tmp_path):
     """Its search recursion outgrows the usual 8 MiB stack on large models (a
     worker died of it on two copies of U): each relaxed solve raises the limit."""

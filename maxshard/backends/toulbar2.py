@@ -97,7 +97,10 @@ class Toulbar2:
                     cfn.Option.FullEAC = self.restart_full_eac
             except Contradiction:  # posting already proves: nothing below the bound fits
                 return proved(model, best)
-            seconds = math.floor(deadline - work.now())
+            # (toulbar2.run rounds a fraction up and ends the search at it on the clock)
+            seconds = deadline - work.now()
+            if work.deterministic():
+                seconds = math.floor(seconds)
             if seconds < 1:
                 break
             peers = RunBest.of(model, report, best)

@@ -229,7 +229,7 @@ def deep_stack() -> None:
 def run(
     cfn,
     nv: int,
-    seconds: int,
+    seconds: float,
     report: Report,
     grace: int = 0,
     quiet: float | None = None,
@@ -237,6 +237,12 @@ def run(
     outpaced: float = 0.0,
 ) -> tuple[bool, np.ndarray | None]:
     """Solve with a CPU-time limit; stream every printed solution to ``report``.
+
+    toulbar2's own limit counts whole seconds: ``seconds`` over one with a
+    fraction is rounded up for it, and the reader ends the search once that
+    many seconds (and ``grace``) have passed on the clock (a stage's last
+    solve had 2 of its 2.9 seconds left that way, and V's answer at a
+    twentieth of its limit depended on the second lost).
 
     With ``grace``, a search that has found nothing after ``seconds`` goes on,
     up to ``grace`` more seconds, until its first solution: the first solution
@@ -255,16 +261,23 @@ def run(
     A deterministic search whose knapsacks' preprocessing (:func:`~.toulbar2_limits.setup`)
     would take more than ``seconds`` is not started: (False, None).
     """
-    if threading.current_thread() is not threading.main_thread() or work.deterministic():
+    if not _main_thread() or work.deterministic():
         # the stray-signal guard below needs the main thread; a deterministic
         # search has no clock to watch (its limit counts backtracks)
         grace, quiet, beaten = 0, None, None
     if work.deterministic() and setup(cfn) > seconds:
         # its preprocessing alone would overrun its charge: not started
         return False, None
+    until = None
+    if seconds > 1 and seconds % 1 and not work.deterministic() and _main_thread():
+        until, seconds = time.monotonic() + seconds + grace, math.ceil(seconds)
     with budget(cfn, seconds + grace) as limit:  # (a reader forked in it stamps its end)
-        stop = Stop(os.getpid(), limit - grace if grace else None, quiet, beaten, outpaced)
+        stop = Stop(os.getpid(), limit - grace if grace else None, quiet, beaten, outpaced, until)
         return _run(cfn, nv, limit, report, stop)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _run(cfn, nv: int, limit: int, report: Report, stop: Stop):
@@ -315,7 +328,7 @@ class Stop:
     after its start when ``beaten(1.0)``. Once it has one: after ``seconds`` of
     the searching process's user CPU time (the limit a search given grace
     keeps once it has found something), or after ``quiet`` seconds without a
-    better solution. (None: never.)"""
+    better solution. Either way at ``until`` (``time.monotonic()``). (None: never.)"""
 
     def __init__(
         self,
@@ -324,21 +337,25 @@ class Stop:
         quiet: float | None,
         beaten: Callable[[float], bool] | None = None,
         outpaced: float = 0.0,
+        until: float | None = None,
     ) -> None:
         self.parent, self.seconds, self.quiet = parent, seconds, quiet
-        self.beaten, self.outpaced = beaten, outpaced
+        self.beaten, self.outpaced, self.until = beaten, outpaced, until
         self.cpu_start = _user_seconds(parent)
         self.begun = time.monotonic()
         self.last: float | None = None  # when the last solution came
 
     def watches(self) -> bool:
         """Whether there is anything to watch for."""
-        return self.seconds is not None or self.quiet is not None or self.beaten is not None
+        watched = (self.seconds, self.quiet, self.beaten, self.until)
+        return any(x is not None for x in watched)
 
     def seen(self) -> None:
         self.last = time.monotonic()
 
     def __call__(self) -> bool:
+        if self.until is not None and time.monotonic() >= self.until:
+            return True
         if self.last is None:
             if self.beaten is None:
                 return False
