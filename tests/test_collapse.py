@@ -74,7 +74,7 @@ def test_saturating_sum_is_exact_below_the_sentinel_and_saturates_above():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_functional_edges_found_compiled_or_not_are_the_same(tmp_path, monkeypatch, seed):
-    """The compiled partner count (``minplus.partners``) against numpy's, on
+    """The compiled partner count (``compiled.partners``) against numpy's, on
     tables with forbidden entries, functional ones among them, and dead
     strategies."""
     import maxshard.reduce.collapse as module

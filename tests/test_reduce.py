@@ -102,9 +102,9 @@ def test_degree2_variables_are_eliminated(tmp_path):
 
 
 def test_the_compiled_min_plus_product_is_the_first_least_one():
-    """``minplus.min_through`` against its definition, entry by entry, on tables
+    """``compiled.min_through`` against its definition, entry by entry, on tables
     with forbidden costs and ties (the first middle value wins a tie)."""
-    from maxshard.reduce.minplus import min_through
+    from maxshard.reduce.compiled import min_through
 
     rng = np.random.default_rng(7)
     for a, b, c in [(1, 1, 1), (3, 4, 2), (5, 1, 6), (4, 7, 4)]:
@@ -120,11 +120,52 @@ def test_the_compiled_min_plus_product_is_the_first_least_one():
             assert choice[i, k] == through.index(min(through))
 
 
+def test_the_compiled_dominance_test_is_its_definition():
+    """``compiled.dominated`` against its definition and against numpy's test,
+    on features with ties (of two equal values the first is kept)."""
+    from maxshard.reduce.dominated import _dominated
+
+    rng = np.random.default_rng(3)
+    f = rng.integers(0, 3, size=(50, 5, 3))
+    compiled, plain = _dominated(f, True), _dominated(f, False)
+    assert np.array_equal(compiled, plain)
+    for t, b in itertools.product(range(50), range(5)):
+        beaten = any(
+            (f[t, a] <= f[t, b]).all() and ((f[t, a] < f[t, b]).any() or a < b)
+            for a in range(5)
+            if a != b
+        )
+        assert compiled[t, b] == beaten
+    assert compiled.any() and not compiled.all()  # the precondition: both kinds occur
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_forbidden_arc_consistency_and_dominance_compiled_or_not_are_the_same(
+    tmp_path, monkeypatch, seed
+):
+    """On a model large enough (:data:`~maxshard.reduce.collapse.COMPILED_ENTRIES`)
+    the forbidden values' arc consistency and the dominance test run compiled:
+    the same values survive, and presolve makes the same model."""
+    import maxshard.reduce.draft as draft
+    from maxshard.model import fingerprint
+
+    inst = generated(tmp_path, seed, nodes=60, max_strategies=6, forbidden=0.3, tightness=0.3)
+    results = []
+    for entries in (10**18, 0):  # numpy, then compiled
+        monkeypatch.setattr(draft, "COMPILED_ENTRIES", entries)
+        results.append((forbidden_free_values(inst), reduced(inst)))
+    (alive, plain), (alive_c, compiled) = results
+    # the precondition: tables remove values their own costs do not
+    assert (~alive & (inst.cost < FORBIDDEN)).any()
+    assert np.array_equal(alive, alive_c)
+    assert fingerprint(compiled) == fingerprint(plain)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_degree2_eliminations_compiled_or_not_make_the_same_model(tmp_path, monkeypatch, seed):
     import maxshard.reduce.degree2 as degree2
     from maxshard.model import fingerprint
-    from maxshard.reduce.minplus import min_through
+    from maxshard.reduce.compiled import min_through
 
     inst = generated(tmp_path, seed, nodes=40, max_strategies=5, idle=0.7, tightness=0.3)
     monkeypatch.setattr(degree2, "_compiled", None)

@@ -29,7 +29,7 @@ from ..instance import FORBIDDEN, Instance
 from ..model import saturating_sum, table_slots
 
 #: Table entries from which the functional edges are found by the compiled loop
-#: (:mod:`.minplus`; numba takes 0.4 s to load; history: *A deadline for presolve*)
+#: (:mod:`.compiled`; numba takes 0.4 s to load; history: *A deadline for presolve*)
 COMPILED_ENTRIES = 10_000_000
 
 
@@ -115,7 +115,7 @@ def _functions(inst: Instance, alive: np.ndarray) -> Functions:
     col_live = alive[inst.strat_off[ev][col_edge] + ranks(dv)]
     # each row (column) slot's allowed entries, and its partner where it has one
     if lengths.sum() >= COMPILED_ENTRIES:
-        from .minplus import partners
+        from .compiled import partners
 
         counted = (inst.edge_cost, inst.edge_off[edges], du, dv, row_live, col_live)
         row_count, col_count, partner = partners(*counted, FORBIDDEN)
@@ -145,7 +145,7 @@ def _partners(
     inst: Instance, edges: np.ndarray, lengths: np.ndarray, row_live: np.ndarray,
     col_live: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """:func:`.minplus.partners` in numpy, on the tables of ``edges``."""
+    """:func:`.compiled.partners` in numpy, on the tables of ``edges``."""
     s = table_slots(inst.strat_off, inst.edge_u[edges], inst.edge_v[edges], int(lengths.sum()))
     cost = inst.edge_cost[np.repeat(inst.edge_off[edges], lengths) + ranks(lengths)]
     ok = (cost < FORBIDDEN) & row_live[s.entry_row] & col_live[s.entry_col]

@@ -11,7 +11,7 @@ from .draft import Draft
 ELIMINATION_WORK = 4_000_000
 #: A cube this large takes numpy about 4 ms (history: *A deadline for presolve*)
 BIG_CUBE = 1_000_000
-#: After this many big cubes in numpy, the compiled product (:mod:`.minplus`,
+#: After this many big cubes in numpy, the compiled product (:mod:`.compiled`,
 #: 0.4 s to load) takes every cube (the same entry)
 COMPILED_AFTER = 32
 
@@ -59,7 +59,7 @@ def _through(
     global _compiled, _big
     _big += cube >= BIG_CUBE
     if _compiled is None and _big > COMPILED_AFTER:
-        from .minplus import min_through
+        from .compiled import min_through
 
         _compiled = min_through
     if _compiled is not None:

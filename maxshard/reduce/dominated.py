@@ -31,19 +31,31 @@ def prune_dominated(work: Draft) -> int:
         features = np.hstack(parts)
         groups.setdefault(features.shape, []).append((v, features))
     for (d, width), items in groups.items():
-        step = max(1, DOMINANCE_WORK // (d * d * width))
-        first = np.arange(d)[:, None] < np.arange(d)[None, :]
+        # the compiled loop stops at a pair's first worse feature: no chunks
+        step = len(items) if work.compiled else max(1, DOMINANCE_WORK // (d * d * width))
         for k in range(0, len(items), step):
             chunk = items[k : k + step]
             f = np.stack([features for _, features in chunk])  # [var, value, feature]
-            no_worse = (f[:, :, None, :] <= f[:, None, :, :]).all(axis=3)  # [var, a, b]
-            beats = no_worse & (~no_worse.transpose(0, 2, 1) | first)
-            beats[:, np.arange(d), np.arange(d)] = False
-            dominated = beats.any(axis=1)  # [var, b]
+            dominated = _dominated(f, work.compiled)
             for i in np.flatnonzero(dominated.any(axis=1)).tolist():
                 removed += int(dominated[i].sum())
                 work.restrict(chunk[i][0], ~dominated[i])
     return removed
+
+
+def _dominated(f: np.ndarray, compiled: bool) -> np.ndarray:
+    """[var, value]: whether another value of the variable is no worse in every
+    feature of ``f`` [var, value, feature] and better in one, or equal and earlier."""
+    if compiled:
+        from .compiled import dominated
+
+        return dominated(np.ascontiguousarray(f))
+    d = f.shape[1]
+    no_worse = (f[:, :, None, :] <= f[:, None, :, :]).all(axis=3)  # [var, a, b]
+    first = np.arange(d)[:, None] < np.arange(d)[None, :]
+    beats = no_worse & (~no_worse.transpose(0, 2, 1) | first)
+    beats[:, np.arange(d), np.arange(d)] = False
+    return beats.any(axis=1)  # [var, b]
 
 
 def _prune_alone(work: Draft, alone: list[int]) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 from ..csr import offsets, ranks, split
 from ..instance import FORBIDDEN, Instance
 from ..model import Elimination, Model, kept_points, saturate, table_slots
-from .collapse import collapse, cross_tables
+from .collapse import COMPILED_ENTRIES, collapse, cross_tables
 
 
 class Infeasible(Exception):
@@ -48,6 +48,8 @@ class Draft:
         self.ac_unary: set[int] = set()
         self.building = False  # true while the first tables go in (no merges expected)
         self.forbidden_cost = FORBIDDEN
+        # presolve's largest loops run compiled (:mod:`.compiled`) on a model this large
+        self.compiled = int(inst.edge_off[-1]) >= COMPILED_ENTRIES
         self.alive = np.ones(n, dtype=bool)
         self.nbrs: list[set[int]] = [set() for _ in range(n)]
         self.tables: dict[tuple[int, int], np.ndarray] = {}
@@ -372,27 +374,41 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
     node_of = np.repeat(np.arange(inst.n), inst.n_strategies)
     around = np.ones(inst.n, dtype=bool)  # the nodes whose values changed
     u, v = inst.edge_u, inst.edge_v
+    compiled = int(inst.edge_off[-1]) >= COMPILED_ENTRIES
     while True:
         empty = ~np.logical_or.reduceat(alive, inst.strat_off[:-1])
         edges = np.flatnonzero((held | empty[u] | empty[v]) & (around[u] | around[v]))
         if not len(edges):
             return alive
-        chosen = np.zeros(inst.m, dtype=bool)
-        chosen[edges] = True
-        ok = allowed[np.repeat(chosen, lengths)]
-        slots = table_slots(inst.strat_off, u[edges], v[edges], len(ok))
-        row_val, col_val = slots.row_val, slots.col_val
-        ok &= alive[row_val][slots.entry_row] & alive[col_val][slots.entry_col]
-        row_ok = np.logical_or.reduceat(ok, slots.row_start)
-        col_ok = np.zeros(len(col_val), dtype=bool)
-        col_ok[slots.entry_col[ok]] = True
-        dead = np.concatenate([row_val[~row_ok], col_val[~col_ok]])
+        dead = _unsupported(inst, edges, alive, allowed, compiled)
         dead = dead[alive[dead]]
         if not len(dead):
             return alive
         alive[dead] = False
         around[:] = False
         around[node_of[dead]] = True
+
+
+def _unsupported(
+    inst: Instance, edges: np.ndarray, alive: np.ndarray, allowed: np.ndarray, compiled: bool
+) -> np.ndarray:
+    """The values with, on one of ``edges``, no ``allowed`` entry with an
+    ``alive`` value of the other end (some more than once, dead ones too)."""
+    if compiled:  # one pass over the entries, no slot arrays
+        from .compiled import unsupported
+
+        found = (inst.edge_cost, inst.edge_off, inst.edge_u, inst.edge_v, inst.strat_off)
+        return np.flatnonzero(unsupported(*found, alive, edges, FORBIDDEN))
+    chosen = np.zeros(inst.m, dtype=bool)
+    chosen[edges] = True
+    ok = allowed[np.repeat(chosen, np.diff(inst.edge_off))]
+    slots = table_slots(inst.strat_off, inst.edge_u[edges], inst.edge_v[edges], len(ok))
+    row_val, col_val = slots.row_val, slots.col_val
+    ok &= alive[row_val][slots.entry_row] & alive[col_val][slots.entry_col]
+    row_ok = np.logical_or.reduceat(ok, slots.row_start)
+    col_ok = np.zeros(len(col_val), dtype=bool)
+    col_ok[slots.entry_col[ok]] = True
+    return np.concatenate([row_val[~row_ok], col_val[~col_ok]])
 
 
 def lexicographic_cost(inst: Instance) -> int:

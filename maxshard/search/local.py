@@ -252,12 +252,15 @@ def warm_up() -> float:
     trws = TRWS(model)  # the free rounds' message passing
     trws.sweep(model.unary.astype(np.float64))
     trws.decode(model.unary.astype(np.float64))
-    from ..reduce.minplus import min_through, partners  # presolve on large models
+    from ..reduce.compiled import dominated, min_through, partners, unsupported  # large models
 
     one = np.zeros((1, 1), dtype=np.int64)
     min_through(one, one[0], one)
     sizes, live = np.ones(1, dtype=np.int64), np.ones(1, dtype=np.bool_)
     partners(one[0], one[0], sizes, sizes, live, live, 1)
+    ends, off = np.zeros(1, dtype=np.int64), np.arange(2, dtype=np.int64)
+    unsupported(one[0], off, ends, ends, off, live, ends, 1)
+    dominated(one[None])
     _warm = True
     return time.monotonic() - start
 
