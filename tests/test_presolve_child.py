@@ -1,5 +1,6 @@
 """Presolve in a child process while the backends are prepared in this one."""
 
+import pickle
 import signal
 import sys
 import time
@@ -69,6 +70,31 @@ def test_presolve_runs_in_a_child_while_the_backends_are_prepared_here(
     answered = iter([False, True])  # presolve answers while "preparer" loads
     module.prepare(["preparer"], until=lambda: next(answered))
     assert PREPARED == []
+
+
+def test_a_large_model_comes_back_through_a_file_in_memory(tmp_path, monkeypatch):
+    """A model whose arrays hold ``SHARED_BYTES`` or more (here: any) comes
+    back through a file in memory: the same model as presolve makes here,
+    its eliminations included, its arrays views of that file that this
+    process may still write to, and solving it answers the instance."""
+    from maxshard.orchestrate import presolve as module
+
+    if module._memory_file() is None:
+        pytest.skip("no anonymous memory file on this system (the pipe is used)")
+    monkeypatch.setattr(module, "SHARED_BYTES", 0)
+    inst = generated(tmp_path, 5, nodes=40, idle=0.7, tightness=0.3, forbidden=0.0)
+    model, here = module.presolve(inst, True, []), reduce(inst)
+    assert here.eliminations  # the precondition: they come back too
+    base = model.unary
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert isinstance(base, memoryview | pickle.PickleBuffer)  # read in place, not unpickled
+    assert same_model(model, here)
+    for a, b in zip(model.eliminations, here.eliminations, strict=True):
+        assert np.array_equal(a.choice, b.choice) and np.array_equal(a.maps, b.maps)
+    model.unary[0] += 0  # writable: a private copy of the page
+    x = model.min_usage_solution()
+    assert evaluate(inst, model.reconstruct(x)).cost == model.cost(x)
 
 
 def test_presolve_falls_back_to_this_process_when_its_child_dies(tmp_path, monkeypatch):
@@ -182,7 +208,7 @@ def test_a_model_still_coming_through_the_pipe_at_the_deadline_is_not_waited_for
     from maxshard.orchestrate import presolve as module
 
     arriving = threading.Event()
-    monkeypatch.setattr(module, "_received", lambda conn: (arriving.wait(60), ("died", None))[1])
+    monkeypatch.setattr(module, "_received", lambda *_: (arriving.wait(60), ("died", None))[1])
     inst = generated(tmp_path, 12, nodes=30, tightness=0.3)
     lines: list[str] = []
     start = time.monotonic()
