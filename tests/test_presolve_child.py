@@ -97,6 +97,36 @@ def test_a_large_model_comes_back_through_a_file_in_memory(tmp_path, monkeypatch
     assert evaluate(inst, model.reconstruct(x)).cost == model.cost(x)
 
 
+def test_a_run_freezes_what_is_alive_at_its_start_while_it_runs(tmp_path, monkeypatch):
+    """The objects alive when a run starts are out of the collector's reach
+    while it runs (its children's collections copy none of their pages), and
+    back after it; a caller's own freeze is left as it was."""
+    import gc
+
+    import maxshard
+    from maxshard.orchestrate import pipeline
+
+    counts = []
+    real = pipeline.solve
+
+    def spy(*args, **kw):
+        counts.append(gc.get_freeze_count())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(pipeline, "solve", spy)
+    inst = generated(tmp_path, 3, nodes=20, forbidden=0.0)
+    assert gc.get_freeze_count() == 0  # the precondition
+    assert maxshard.solve(inst, 2, backends=["local"]).solution is not None
+    assert counts[0] > 0 and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        maxshard.solve(inst, 2, backends=["local"])
+        assert counts[1] > 0 and gc.get_freeze_count() > frozen // 2  # not unfrozen by the run
+    finally:
+        gc.unfreeze()
+
+
 def test_presolve_falls_back_to_this_process_when_its_child_dies(tmp_path, monkeypatch):
     import os
 

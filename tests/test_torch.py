@@ -127,6 +127,32 @@ def test_plan_beats_every_baseline_and_reads_back():
     assert "data parallel" in text and "megatron" in text and "peak memory" in text
 
 
+def test_the_solve_also_starts_from_the_cheapest_baseline_descended(tmp_path):
+    """Without a memory limit the plan hands the solve its cheapest baseline
+    after the descent, which no single node's change improves (brute force);
+    with a limit, nothing more."""
+    from dataclasses import replace
+
+    from maxshard.torch.plan import _descended
+
+    from .conftest import generated
+
+    inst = generated(tmp_path, 2, nodes=12, max_strategies=4, forbidden=0.0)
+    assert inst.usage_limit is not None  # the precondition
+    free = replace(inst, usage_limit=None)
+    rng = np.random.default_rng(0)
+    starts = [rng.integers(0, free.n_strategies) for _ in range(3)]
+    [y] = _descended(free, starts)
+    cost = evaluate(free, y).cost
+    assert cost <= min(evaluate(free, x).cost for x in starts)
+    for i in range(free.n):
+        for s in range(free.n_strategies[i]):
+            z = y.copy()
+            z[i] = s
+            assert evaluate(free, z).cost >= cost
+    assert _descended(inst, starts) == []
+
+
 def test_memory_limit_changes_the_plan_and_an_impossible_one_is_an_error():
     model, args = torch_models.gpt2()
     free = mt.plan(model, args, mesh=(2, 2), timeout=5)

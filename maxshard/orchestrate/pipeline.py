@@ -18,6 +18,7 @@ import numpy as np
 from ..evaluate import all_min_usage, check_solution
 from ..instance import Instance
 from ..model import Model
+from ..nogc import frozen
 from ..output import solution_line
 from ..start import consistent_start, descend
 from .incumbent import Best, Log
@@ -248,9 +249,10 @@ class Run:
             self.best = Best(self.inst, self.log, start=self.start, target_gap=self.options.gap)
             if self.options.deterministic:
                 self.best.work = 0.0
-            self.outcome = solve(
-                self.inst, deadline, self.best, self.options, model, self.children, starts
-            )
+            with frozen():  # the caller's objects untouched by the children's collections
+                self.outcome = solve(
+                    self.inst, deadline, self.best, self.options, model, self.children, starts
+                )
             completed = True
         except BaseException as exc:  # a signal, the deadline's alarm: what it has stands
             stopped = f"stopped by {exc or type(exc).__name__}"

@@ -20,6 +20,7 @@ deadline: a model too large to presolve in the time given (LLaMA-3 8B at
 
 from __future__ import annotations
 
+import gc
 import mmap
 import multiprocessing as mp
 import os
@@ -173,6 +174,7 @@ def _reduce_in_child(
 ) -> None:
     from ..reduce import reduce
 
+    gc.disable()  # it ends once it has sent: nothing to collect, no page to copy
     theirs.close()  # so that a send to a run gone fails instead of blocking
     # the run's handlers answer a signal; the child just goes (the run kills it)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
