@@ -146,13 +146,13 @@ def test_forbidden_arc_consistency_and_dominance_compiled_or_not_are_the_same(
     """On a model large enough (:data:`~maxshard.reduce.collapse.COMPILED_ENTRIES`)
     the forbidden values' arc consistency and the dominance test run compiled:
     the same values survive, and presolve makes the same model."""
-    import maxshard.reduce.draft as draft
+    import maxshard.reduce.collapse as collapse
     from maxshard.model import fingerprint
 
     inst = generated(tmp_path, seed, nodes=60, max_strategies=6, forbidden=0.3, tightness=0.3)
     results = []
     for entries in (10**18, 0):  # numpy, then compiled
-        monkeypatch.setattr(draft, "COMPILED_ENTRIES", entries)
+        monkeypatch.setattr(collapse, "COMPILED_ENTRIES", entries)
         results.append((forbidden_free_values(inst), reduced(inst)))
     (alive, plain), (alive_c, compiled) = results
     # the precondition: tables remove values their own costs do not

@@ -33,6 +33,11 @@ from ..model import saturating_sum, table_slots
 COMPILED_ENTRIES = 10_000_000
 
 
+def compiled_for(inst: Instance) -> bool:
+    """Whether presolve's compiled loops run on ``inst`` (:data:`COMPILED_ENTRIES`)."""
+    return int(inst.edge_off[-1]) >= COMPILED_ENTRIES
+
+
 @dataclass(frozen=True)
 class Forest:
     root: np.ndarray  # int64[n]: the root of each node's tree (roots are their own)

@@ -19,7 +19,7 @@ import numpy as np
 from ..csr import offsets, ranks, split
 from ..instance import FORBIDDEN, Instance
 from ..model import Elimination, Model, kept_points, saturate, table_slots
-from .collapse import COMPILED_ENTRIES, collapse, cross_tables
+from .collapse import collapse, compiled_for, cross_tables
 
 
 class Infeasible(Exception):
@@ -49,7 +49,7 @@ class Draft:
         self.building = False  # true while the first tables go in (no merges expected)
         self.forbidden_cost = FORBIDDEN
         # presolve's largest loops run compiled (:mod:`.compiled`) on a model this large
-        self.compiled = int(inst.edge_off[-1]) >= COMPILED_ENTRIES
+        self.compiled = compiled_for(inst)
         self.alive = np.ones(n, dtype=bool)
         self.nbrs: list[set[int]] = [set() for _ in range(n)]
         self.tables: dict[tuple[int, int], np.ndarray] = {}
@@ -374,7 +374,7 @@ def forbidden_free_values(inst: Instance) -> np.ndarray:
     node_of = np.repeat(np.arange(inst.n), inst.n_strategies)
     around = np.ones(inst.n, dtype=bool)  # the nodes whose values changed
     u, v = inst.edge_u, inst.edge_v
-    compiled = int(inst.edge_off[-1]) >= COMPILED_ENTRIES
+    compiled = compiled_for(inst)
     while True:
         empty = ~np.logical_or.reduceat(alive, inst.strat_off[:-1])
         edges = np.flatnonzero((held | empty[u] | empty[v]) & (around[u] | around[v]))
