@@ -10,7 +10,7 @@ backends and calls ``prepare()`` on those that are
 what was loaded. Preparing stops once the model is back: on a small model
 presolve ends first, and the workers load what they need themselves, as
 they would without this. The child sends the model back pickled (N: 32 MB,
-0.08 s to pickle, 0.04 s to load); a model whose arrays hold
+0.08 s to pickle, 0.04 s to load); a model whose tables hold
 :data:`SHARED_BYTES` or more comes back through a file in memory
 (:func:`_send`). Should it die without an answer,
 presolve runs here after all. The run waits for it no longer than its
@@ -100,10 +100,10 @@ def presolve(
     return reduce(inst, passes=passes)
 
 
-#: Bytes of arrays from which a model comes back through a file in memory, not
-#: the pipe: LLaMA-3 8B at 32 layers on 2x2x2 (451 MB) took 1.5 s to pickle
-#: and 1.9 s through the pipe (history: *Presolve's arc consistency and
-#: dominance compiled*)
+#: Bytes of tables from which a model comes back through a file in memory, not
+#: the pipe: LLaMA-3 8B at 32 layers on 2x2x2 (tables 359 MB, the model 451 MB)
+#: took 1.5 s to pickle and 1.9 s through the pipe (history: *Presolve's arc
+#: consistency and dominance compiled*)
 SHARED_BYTES = 64 << 20
 
 
@@ -116,18 +116,19 @@ def _memory_file() -> int | None:
 
 
 def _send(conn: Connection, message: tuple[str, object], shared: int | None) -> None:
-    """Send ``message``; its arrays, if they hold :data:`SHARED_BYTES` or more,
-    written to the file ``shared`` instead, each at a 64-byte boundary (pickle's
-    out-of-band buffers), and only where they are goes through the pipe."""
-    buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
-    raws = [b.raw() for b in buffers]
-    if shared is None or sum(r.nbytes for r in raws) < SHARED_BYTES:
+    """Send ``message``; a model whose tables hold :data:`SHARED_BYTES` or more
+    has its arrays written to the file ``shared`` instead, each at a 64-byte
+    boundary (pickle's out-of-band buffers), and only where they are goes
+    through the pipe."""
+    kind, value = message
+    if shared is None or kind != "model" or value.edge_cost.nbytes < SHARED_BYTES:
         conn.send(message)
         return
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
     spans, at = [], 0
     with open(shared, "wb", closefd=False) as f:
-        for raw in raws:
+        for raw in (b.raw() for b in buffers):
             f.write(bytes(-at % 64))
             at += -at % 64
             f.write(raw)
